@@ -1,0 +1,34 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo install gnugo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# GNU Go is the rules oracle and reference opponent. Installed when we are
+# root; otherwise its tests report themselves skipped with the reason.
+gnugo:
+	@if command -v gnugo >/dev/null 2>&1 || test -x /usr/games/gnugo; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		(apt-get update -qq && apt-get install -y -qq gnugo) >/dev/null 2>&1 || echo "could not install gnugo; its tests will be skipped"; \
+	else echo "gnugo not installed and not root: GNU Go tests will be skipped"; fi
+
+test: $(STAMP) gnugo
+	$(BIN)/python -m pytest -q tests
+
+demo: $(STAMP)
+	$(BIN)/python -m alphalite.demo
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do $(BIN)/python $$b; done
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info

@@ -1,0 +1,909 @@
+"""Go rules on flat arrays, in Numba.
+
+The board is a padded flat ``int8`` array of ``(n+2)**2`` points with a wall
+border (values: +1 black, -1 white, 0 empty, 2 wall). Groups are circular
+linked lists of stones (``nxt``) with a representative stone (``head``); the
+head holds the group's exact liberty count and size. Everything mutable lives
+in one tuple of arrays, the *board tuple* ``B``, changed only by the private
+kernels below; the public ``play(state, move)`` copies and returns a new
+``GoState``.
+
+Rules: captures; no suicide unless ``suicide=True`` (Tromp-Taylor: the
+suicided group is removed); positional superko by 64-bit Zobrist hashes
+(``superko=False`` gives simple ko); two consecutive passes end the game;
+Tromp-Taylor area scoring with komi.
+
+Kernels that other modules (features, dataset, search) call from inside
+Numba take ``B`` and padded points; ``to_padded``/``from_padded`` in
+``coords`` convert.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import njit
+
+from alphalite import coords
+
+EMPTY, BLACK, WHITE, WALL = 0, 1, -1, 2
+
+# Slots of the int64 ``meta`` array.
+M_SIZE = 0
+M_TOPLAY = 1
+M_KO = 2  # padded point the player to move may not take back, or -1
+M_MOVES = 3
+M_PASSES = 4  # consecutive passes
+M_CAPB = 5  # prisoners taken by black
+M_CAPW = 6
+M_NEMPTY = 7
+M_HASH = 8
+M_GEN = 9  # generation counter for the ``mark`` scratch array
+M_NHIST = 10
+M_SUPERKO = 11
+M_SUICIDE = 12
+M_LAST = 16  # M_LAST + k: flat index of the move k plies ago, -1 if none
+N_LAST = 8
+N_META = M_LAST + N_LAST
+
+BLOOM_WORDS = 256  # 16384-bit filter in front of the superko history scan
+
+# Reasons a move is illegal (0 = legal).
+LEGAL, OCCUPIED, SUICIDE, KO, SUPERKO, GAME_OVER, OFF_BOARD = range(7)
+REASONS = ("legal", "occupied", "suicide", "ko", "superko", "game over", "off board")
+
+# Indices into the board tuple.
+B_COLOR, B_HEAD, B_NXT, B_LIBS, B_GSIZE, B_MARK, B_EMPT, B_EPOS, B_META, B_HIST, B_BLOOM, B_ZOB = range(12)
+
+
+class IllegalMove(ValueError):
+    """A move that the rules forbid; ``reason`` is one of REASONS."""
+
+    def __init__(self, move: int, size: int, reason: str):
+        self.move = move
+        self.reason = reason
+        try:
+            where = coords.to_gtp(move, size)
+        except coords.CoordError:
+            where = str(move)
+        super().__init__(f"illegal move {where}: {reason}")
+
+
+@functools.cache
+def zobrist_table() -> np.ndarray:
+    """[2, 27*27] int64 keys, black row 0, white row 1; fixed for every size."""
+    rng = np.random.default_rng(0x60D0)
+    return rng.integers(-(2**63), 2**63 - 1, size=(2, 27 * 27), dtype=np.int64)
+
+
+# ---------------------------------------------------------------- kernels
+
+
+@njit(cache=True, inline="always")
+def _nb(p, W, i):
+    if i == 0:
+        return p - W
+    if i == 1:
+        return p - 1
+    if i == 2:
+        return p + 1
+    return p + W
+
+
+@njit(cache=True, inline="always")
+def _zi(stone):
+    return 0 if stone == 1 else 1
+
+
+@njit(cache=True)
+def init_board(size, superko, suicide, zob, hist_cap):
+    W = size + 2
+    P = W * W
+    color = np.full(P, WALL, np.int8)
+    head = np.zeros(P, np.int16)
+    nxt = np.zeros(P, np.int16)
+    libs = np.zeros(P, np.int16)
+    gsize = np.zeros(P, np.int16)
+    mark = np.zeros(P, np.int32)
+    empt = np.zeros(size * size, np.int16)
+    epos = np.full(P, -1, np.int16)
+    meta = np.zeros(N_META, np.int64)
+    hist = np.zeros(max(hist_cap, 1), np.int64)
+    bloom = np.zeros(BLOOM_WORDS, np.int64)
+    k = 0
+    for r in range(size):
+        for c in range(size):
+            p = (r + 1) * W + c + 1
+            color[p] = EMPTY
+            empt[k] = p
+            epos[p] = k
+            k += 1
+    meta[M_SIZE] = size
+    meta[M_TOPLAY] = BLACK
+    meta[M_KO] = -1
+    meta[M_NEMPTY] = k
+    meta[M_SUPERKO] = 1 if superko else 0
+    meta[M_SUICIDE] = 1 if suicide else 0
+    for i in range(N_LAST):
+        meta[M_LAST + i] = -1
+    B = (color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob)
+    _remember(B, 0)
+    return B
+
+
+@njit(cache=True)
+def _remember(B, h):
+    meta = B[B_META]
+    hist = B[B_HIST]
+    bloom = B[B_BLOOM]
+    n = meta[M_NHIST]
+    if n < hist.shape[0]:
+        hist[n] = h
+        meta[M_NHIST] = n + 1
+    idx = h & (BLOOM_WORDS * 64 - 1)
+    bloom[idx >> 6] |= np.int64(1) << (idx & 63)
+
+
+@njit(cache=True)
+def _seen(B, h):
+    idx = h & (BLOOM_WORDS * 64 - 1)
+    if (B[B_BLOOM][idx >> 6] >> (idx & 63)) & 1 == 0:
+        return False
+    hist = B[B_HIST]
+    for i in range(B[B_META][M_NHIST]):
+        if hist[i] == h:
+            return True
+    return False
+
+
+@njit(cache=True)
+def legal_reason(B, p, stone):
+    """Why ``stone`` may not play at padded point ``p`` (LEGAL if it may)."""
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    libs = B[B_LIBS]
+    nxt = B[B_NXT]
+    meta = B[B_META]
+    if color[p] != EMPTY:
+        return OCCUPIED
+    if p == meta[M_KO]:
+        return KO
+    W = meta[M_SIZE] + 2
+    opp = -stone
+    has_lib = False
+    safe_friend = False
+    captures = False
+    for i in range(4):
+        n = _nb(p, W, i)
+        c = color[n]
+        if c == EMPTY:
+            has_lib = True
+        elif c == stone:
+            if libs[head[n]] > 1:
+                safe_friend = True
+        elif c == opp:
+            if libs[head[n]] == 1:
+                captures = True
+    suicide = not (has_lib or safe_friend or captures)
+    if suicide and meta[M_SUICIDE] == 0:
+        return SUICIDE
+    if meta[M_SUPERKO] == 0:
+        return LEGAL
+    zob = B[B_ZOB]
+    si = _zi(stone)
+    h = meta[M_HASH] ^ zob[si, p]
+    if captures:
+        oi = 1 - si
+        for i in range(4):
+            n = _nb(p, W, i)
+            if color[n] == opp:
+                g = head[n]
+                if libs[g] != 1:
+                    continue
+                dup = False
+                for j in range(i):
+                    m = _nb(p, W, j)
+                    if color[m] == opp and head[m] == g:
+                        dup = True
+                if dup:
+                    continue
+                q = g
+                while True:
+                    h ^= zob[oi, q]
+                    q = nxt[q]
+                    if q == g:
+                        break
+    if suicide:
+        h ^= zob[si, p]
+        for i in range(4):
+            n = _nb(p, W, i)
+            if color[n] == stone:
+                g = head[n]
+                dup = False
+                for j in range(i):
+                    m = _nb(p, W, j)
+                    if color[m] == stone and head[m] == g:
+                        dup = True
+                if dup:
+                    continue
+                q = g
+                while True:
+                    h ^= zob[si, q]
+                    q = nxt[q]
+                    if q == g:
+                        break
+    if _seen(B, h):
+        return SUPERKO
+    return LEGAL
+
+
+@njit(cache=True, inline="always")
+def _remove_empty(B, p):
+    empt = B[B_EMPT]
+    epos = B[B_EPOS]
+    meta = B[B_META]
+    n = meta[M_NEMPTY] - 1
+    k = epos[p]
+    last = empt[n]
+    empt[k] = last
+    epos[last] = k
+    epos[p] = -1
+    meta[M_NEMPTY] = n
+
+
+@njit(cache=True, inline="always")
+def _add_empty(B, p):
+    empt = B[B_EMPT]
+    meta = B[B_META]
+    n = meta[M_NEMPTY]
+    empt[n] = p
+    B[B_EPOS][p] = n
+    meta[M_NEMPTY] = n + 1
+
+
+@njit(cache=True)
+def _remove_group(B, g, W):
+    """Take group ``g`` off the board; its neighbours gain liberties.
+
+    Returns (stones removed, hash delta)."""
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    nxt = B[B_NXT]
+    libs = B[B_LIBS]
+    zob = B[B_ZOB]
+    who = color[g]
+    zi = _zi(who)
+    h = np.int64(0)
+    count = 0
+    q = g
+    while True:
+        color[q] = EMPTY
+        _add_empty(B, q)
+        h ^= zob[zi, q]
+        count += 1
+        for i in range(4):
+            n = _nb(q, W, i)
+            c = color[n]
+            if c == -who:
+                hn = head[n]
+                dup = False
+                for j in range(i):
+                    m = _nb(q, W, j)
+                    if color[m] == -who and head[m] == hn:
+                        dup = True
+                if not dup:
+                    libs[hn] += 1
+        q = nxt[q]
+        if q == g:
+            break
+    return count, h
+
+
+@njit(cache=True)
+def _count_libs(B, g, W):
+    color = B[B_COLOR]
+    nxt = B[B_NXT]
+    mark = B[B_MARK]
+    meta = B[B_META]
+    meta[M_GEN] += 1
+    gen = meta[M_GEN]
+    count = 0
+    q = g
+    while True:
+        for i in range(4):
+            n = _nb(q, W, i)
+            if color[n] == EMPTY and mark[n] != gen:
+                mark[n] = gen
+                count += 1
+        q = nxt[q]
+        if q == g:
+            break
+    return count
+
+
+@njit(cache=True, inline="always")
+def _push_last(meta, move):
+    for i in range(N_LAST - 1, 0, -1):
+        meta[M_LAST + i] = meta[M_LAST + i - 1]
+    meta[M_LAST] = move
+
+
+@njit(cache=True)
+def do_pass(B):
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    meta[M_TOPLAY] = -meta[M_TOPLAY]
+    meta[M_KO] = -1
+    meta[M_MOVES] += 1
+    meta[M_PASSES] += 1
+    _push_last(meta, size * size)
+
+
+@njit(cache=True)
+def place(B, p, stone):
+    """Play ``stone`` at padded point ``p``; the caller has checked legality."""
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    nxt = B[B_NXT]
+    libs = B[B_LIBS]
+    gsize = B[B_GSIZE]
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    W = size + 2
+    opp = -stone
+    si = _zi(stone)
+
+    _remove_empty(B, p)
+    color[p] = stone
+    head[p] = p
+    nxt[p] = p
+    gsize[p] = 1
+    h = meta[M_HASH] ^ B[B_ZOB][si, p]
+
+    # p was one liberty of each distinct neighbouring group.
+    nfriends = 0
+    base = -1
+    for i in range(4):
+        n = _nb(p, W, i)
+        c = color[n]
+        if c == stone or c == opp:
+            g = head[n]
+            dup = False
+            for j in range(i):
+                m = _nb(p, W, j)
+                if color[m] == c and head[m] == g:
+                    dup = True
+            if dup:
+                continue
+            libs[g] -= 1
+            if c == stone:
+                nfriends += 1
+                if base < 0 or gsize[g] > gsize[base]:
+                    base = g
+
+    if nfriends == 0:
+        nl = 0
+        for i in range(4):
+            if color[_nb(p, W, i)] == EMPTY:
+                nl += 1
+        libs[p] = nl
+    elif nfriends == 1:
+        # New liberties: empty neighbours of p not already next to the group.
+        nl = libs[base]
+        for i in range(4):
+            e = _nb(p, W, i)
+            if color[e] != EMPTY:
+                continue
+            seen = False
+            for j in range(4):
+                f = _nb(e, W, j)
+                if f != p and color[f] == stone and head[f] == base:
+                    seen = True
+            if not seen:
+                nl += 1
+        head[p] = base
+        nxt[p] = nxt[base]
+        nxt[base] = p
+        gsize[base] += 1
+        libs[base] = nl
+    else:
+        for i in range(4):
+            n = _nb(p, W, i)
+            if color[n] != stone or n == p:
+                continue
+            g = head[n]
+            if g == base:
+                continue
+            q = g
+            while True:
+                head[q] = base
+                q = nxt[q]
+                if q == g:
+                    break
+            t = nxt[base]
+            nxt[base] = nxt[g]
+            nxt[g] = t
+            gsize[base] += gsize[g]
+        head[p] = base
+        nxt[p] = nxt[base]
+        nxt[base] = p
+        gsize[base] += 1
+        libs[base] = _count_libs(B, base, W)
+
+    # Captures.
+    captured = 0
+    last_cap = -1
+    for i in range(4):
+        n = _nb(p, W, i)
+        if color[n] == opp and libs[head[n]] == 0:
+            cnt, dh = _remove_group(B, head[n], W)
+            captured += cnt
+            last_cap = n
+            h ^= dh
+    g = head[p]
+    if captured == 1 and gsize[g] == 1 and libs[g] == 1:
+        meta[M_KO] = last_cap
+    else:
+        meta[M_KO] = -1
+    if stone == BLACK:
+        meta[M_CAPB] += captured
+    else:
+        meta[M_CAPW] += captured
+
+    # Suicide (only reached when the rules allow it).
+    if libs[g] == 0:
+        cnt, dh = _remove_group(B, g, W)
+        h ^= dh
+        if stone == BLACK:
+            meta[M_CAPW] += cnt
+        else:
+            meta[M_CAPB] += cnt
+
+    meta[M_HASH] = h
+    if meta[M_SUPERKO] != 0:
+        _remember(B, h)
+    meta[M_TOPLAY] = opp
+    meta[M_MOVES] += 1
+    meta[M_PASSES] = 0
+    r = p // W - 1
+    _push_last(meta, r * size + (p - (r + 1) * W - 1))
+
+
+@njit(cache=True)
+def rebuild(B):
+    """Recompute groups, liberties, empties and hash from the colours alone.
+
+    Returns the number of groups left without liberties (an invalid setup)."""
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    nxt = B[B_NXT]
+    libs = B[B_LIBS]
+    gsize = B[B_GSIZE]
+    meta = B[B_META]
+    zob = B[B_ZOB]
+    size = meta[M_SIZE]
+    W = size + 2
+    P = W * W
+    meta[M_NEMPTY] = 0
+    h = np.int64(0)
+    for p in range(P):
+        head[p] = -1
+    stack = np.empty(P, np.int64)
+    dead = 0
+    for p in range(P):
+        c = color[p]
+        if c == EMPTY:
+            _add_empty(B, p)
+        elif c == BLACK or c == WHITE:
+            h ^= zob[_zi(c), p]
+            if head[p] != -1:
+                continue
+            head[p] = p
+            nxt[p] = p
+            gsize[p] = 1
+            top = 0
+            stack[0] = p
+            top = 1
+            while top > 0:
+                top -= 1
+                q = stack[top]
+                for i in range(4):
+                    n = _nb(q, W, i)
+                    if color[n] == c and head[n] == -1:
+                        head[n] = p
+                        nxt[n] = nxt[p]
+                        nxt[p] = n
+                        gsize[p] += 1
+                        stack[top] = n
+                        top += 1
+            libs[p] = _count_libs(B, p, W)
+            if libs[p] == 0:
+                dead += 1
+    for p in range(P):
+        if head[p] == -1:
+            head[p] = 0
+    meta[M_HASH] = h
+    meta[M_KO] = -1
+    if meta[M_SUPERKO] != 0:
+        _remember(B, h)
+    return dead
+
+
+@njit(cache=True)
+def play_flat(B, move, stone):
+    """Check and play a flat move (pass = size*size); returns the reason code."""
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    if move == size * size:
+        do_pass(B)
+        return LEGAL
+    if move < 0 or move > size * size:
+        return OFF_BOARD
+    r = move // size
+    p = (r + 1) * (size + 2) + (move - r * size) + 1
+    why = legal_reason(B, p, stone)
+    if why == LEGAL:
+        place(B, p, stone)
+    return why
+
+
+@njit(cache=True)
+def legal_mask(B, out):
+    """Fill bool ``out[size*size+1]`` for the player to move (pass last)."""
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    W = size + 2
+    stone = meta[M_TOPLAY]
+    color = B[B_COLOR]
+    over = meta[M_PASSES] >= 2
+    for r in range(size):
+        for c in range(size):
+            p = (r + 1) * W + c + 1
+            out[r * size + c] = (not over) and color[p] == EMPTY and legal_reason(B, p, stone) == LEGAL
+    out[size * size] = not over
+
+
+@njit(cache=True)
+def area(B):
+    """Tromp-Taylor (black points, white points): stones plus empty regions
+    that reach only that colour."""
+    color = B[B_COLOR]
+    mark = B[B_MARK]
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    W = size + 2
+    meta[M_GEN] += 1
+    gen = meta[M_GEN]
+    stack = np.empty(W * W, np.int64)
+    black = 0
+    white = 0
+    for r in range(size):
+        for c in range(size):
+            p = (r + 1) * W + c + 1
+            col = color[p]
+            if col == BLACK:
+                black += 1
+            elif col == WHITE:
+                white += 1
+            elif mark[p] != gen:
+                mark[p] = gen
+                stack[0] = p
+                top = 1
+                count = 0
+                rb = False
+                rw = False
+                while top > 0:
+                    top -= 1
+                    q = stack[top]
+                    count += 1
+                    for i in range(4):
+                        n = _nb(q, W, i)
+                        cn = color[n]
+                        if cn == EMPTY:
+                            if mark[n] != gen:
+                                mark[n] = gen
+                                stack[top] = n
+                                top += 1
+                        elif cn == BLACK:
+                            rb = True
+                        elif cn == WHITE:
+                            rw = True
+                if rb and not rw:
+                    black += count
+                elif rw and not rb:
+                    white += count
+    return black, white
+
+
+@njit(cache=True, inline="always")
+def _rand(rng):
+    # 64-bit LCG (Knuth MMIX), high bits used; state passed in as int64[1].
+    rng[0] = rng[0] * 6364136223846793005 + 1442695040888963407
+    return (rng[0] >> 33) & 0x7FFFFFFF
+
+
+@njit(cache=True)
+def is_eye(color, p, stone, W):
+    """True if empty ``p`` is a one-point eye of ``stone`` (not a false eye)."""
+    for i in range(4):
+        c = color[_nb(p, W, i)]
+        if c != stone and c != WALL:
+            return False
+    bad = 0
+    edge = 0
+    for d in (-W - 1, -W + 1, W - 1, W + 1):
+        c = color[p + d]
+        if c == WALL:
+            edge = 1
+        elif c == -stone:
+            bad += 1
+    return bad + edge < 2
+
+
+@njit(cache=True)
+def playout(B, rng, max_moves):
+    """Random play to the end: uniform over legal moves that do not fill the
+    mover's own eyes; pass only when there is none. Returns moves played."""
+    meta = B[B_META]
+    color = B[B_COLOR]
+    empt = B[B_EMPT]
+    W = meta[M_SIZE] + 2
+    played = 0
+    while played < max_moves and meta[M_PASSES] < 2:
+        stone = meta[M_TOPLAY]
+        n = meta[M_NEMPTY]
+        done = False
+        if n > 0:
+            k = _rand(rng) % n
+            for _ in range(n):
+                p = empt[k]
+                k += 1
+                if k == n:
+                    k = 0
+                if is_eye(color, p, stone, W):
+                    continue
+                if legal_reason(B, p, stone) != LEGAL:
+                    continue
+                place(B, p, stone)
+                done = True
+                break
+        if not done:
+            do_pass(B)
+        played += 1
+    return played
+
+
+# ---------------------------------------------------------------- GoState
+
+
+class GoState:
+    """An immutable Go position with its history (for superko).
+
+    Attributes: ``size``, ``komi``, ``superko``, ``suicide``; properties
+    ``to_play`` (+1 black, -1 white), ``move_number``, ``captures`` (prisoners
+    taken by black, by white), ``is_over``, ``ko_point`` (flat or None),
+    ``last_moves``, ``hash``.
+    """
+
+    __slots__ = ("size", "komi", "superko", "suicide", "_b")
+
+    def __init__(self, size, komi, superko, suicide, b):
+        self.size = size
+        self.komi = float(komi)
+        self.superko = superko
+        self.suicide = suicide
+        self._b = b
+
+    @property
+    def board_tuple(self):
+        """The Numba board tuple; treat as read-only (copy before mutating)."""
+        return self._b
+
+    @property
+    def to_play(self) -> int:
+        return int(self._b[B_META][M_TOPLAY])
+
+    @property
+    def move_number(self) -> int:
+        return int(self._b[B_META][M_MOVES])
+
+    @property
+    def captures(self) -> tuple[int, int]:
+        m = self._b[B_META]
+        return int(m[M_CAPB]), int(m[M_CAPW])
+
+    @property
+    def passes(self) -> int:
+        return int(self._b[B_META][M_PASSES])
+
+    @property
+    def is_over(self) -> bool:
+        return self.passes >= 2
+
+    @property
+    def ko_point(self) -> int | None:
+        k = int(self._b[B_META][M_KO])
+        return None if k < 0 else coords.from_padded(k, self.size)
+
+    @property
+    def last_moves(self) -> list[int]:
+        """Most recent first; pass is size*size."""
+        m = self._b[B_META]
+        return [int(x) for x in m[M_LAST : M_LAST + N_LAST] if x >= 0]
+
+    @property
+    def hash(self) -> int:
+        return int(self._b[B_META][M_HASH])
+
+    def copy_tuple(self, extra_history: int = 0):
+        b = self._b
+        meta = b[B_META]
+        hist = b[B_HIST]
+        need = int(meta[M_NHIST]) + extra_history
+        if need > hist.shape[0]:
+            new = np.zeros(max(need, 2 * hist.shape[0]), np.int64)
+            new[: hist.shape[0]] = hist
+            hist = new
+        else:
+            hist = hist.copy()
+        return tuple(a.copy() for a in b[:B_HIST]) + (hist, b[B_BLOOM].copy(), b[B_ZOB])
+
+    def __repr__(self):
+        return f"GoState(size={self.size}, komi={self.komi}, to_play={self.to_play}, move={self.move_number})"
+
+    def __str__(self):
+        return render(self)
+
+
+def new_game(size: int = 19, komi: float = 7.5, *, superko: bool = True, suicide: bool = False) -> GoState:
+    coords.check_size(size)
+    b = init_board(size, superko, suicide, zobrist_table(), 2 * size * size + 16)
+    return GoState(size, komi, superko, suicide, b)
+
+
+def _check_move(state: GoState, move) -> int:
+    if isinstance(move, (bool, np.bool_)) or not isinstance(move, (int, np.integer)):
+        raise IllegalMove(-1, state.size, f"not a move index: {move!r}")
+    move = int(move)
+    if not 0 <= move <= state.size * state.size:
+        raise IllegalMove(move, state.size, REASONS[OFF_BOARD])
+    return move
+
+
+def play(state: GoState, move: int, color: int | None = None) -> GoState:
+    """The position after ``move`` (flat index, pass = size*size).
+
+    ``color`` (+1/-1) plays out of turn, as GTP and SGF allow; the other
+    colour is to play afterwards. Raises IllegalMove; ``state`` is untouched.
+    """
+    move = _check_move(state, move)
+    if state.is_over:
+        raise IllegalMove(move, state.size, REASONS[GAME_OVER])
+    stone = state.to_play if color is None else int(color)
+    if stone not in (BLACK, WHITE):
+        raise ValueError(f"color must be +1 or -1, got {color!r}")
+    b = state.copy_tuple(extra_history=1)
+    if stone != state.to_play:
+        b[B_META][M_TOPLAY] = stone
+        b[B_META][M_KO] = -1  # a ko ban binds only the player who is next
+    why = play_flat(b, move, stone)
+    if why != LEGAL:
+        raise IllegalMove(move, state.size, REASONS[why])
+    return GoState(state.size, state.komi, state.superko, state.suicide, b)
+
+
+def is_legal(state: GoState, move: int) -> bool:
+    return legal_moves(state)[_check_move(state, move)]
+
+
+def legal_moves(state: GoState) -> np.ndarray:
+    """bool [size*size+1] for the player to move, pass last; all False once over."""
+    out = np.zeros(state.size * state.size + 1, np.bool_)
+    legal_mask(state._b, out)
+    return out
+
+
+def stones(state: GoState) -> np.ndarray:
+    """int8 [size, size]: +1 black, -1 white, 0 empty; row 0 is the top line."""
+    n = state.size
+    return state._b[B_COLOR].reshape(n + 2, n + 2)[1:-1, 1:-1].copy()
+
+
+def liberties(state: GoState) -> np.ndarray:
+    """int16 [size, size]: liberties of the group on each point, 0 where empty."""
+    n = state.size
+    b = state._b
+    libs = b[B_LIBS][b[B_HEAD].astype(np.int64)]
+    libs = np.where(b[B_COLOR] == EMPTY, 0, libs)
+    libs = np.where(b[B_COLOR] == WALL, 0, libs)
+    return libs.reshape(n + 2, n + 2)[1:-1, 1:-1].astype(np.int16)
+
+
+def area_counts(state: GoState) -> tuple[int, int]:
+    # area() bumps the scratch generation, which nothing reads across calls.
+    black, white = area(state._b)
+    return int(black), int(white)
+
+
+def area_score(state: GoState) -> float:
+    """Tromp-Taylor: black area minus white area minus komi."""
+    black, white = area_counts(state)
+    return black - white - state.komi
+
+
+def from_stones(board, *, komi: float = 7.5, to_play: int = BLACK, superko: bool = True,
+                suicide: bool = False) -> GoState:
+    """A position set up from an int8 [size, size] array (SGF AB/AW, tests).
+
+    Raises ValueError if a group has no liberties."""
+    board = np.asarray(board)
+    if board.ndim != 2 or board.shape[0] != board.shape[1]:
+        raise ValueError(f"board must be square, got shape {board.shape}")
+    size = coords.check_size(int(board.shape[0]))
+    if not np.isin(board, (EMPTY, BLACK, WHITE)).all():
+        raise ValueError("board values must be +1, -1 or 0")
+    b = init_board(size, superko, suicide, zobrist_table(), 2 * size * size + 16)
+    color = b[B_COLOR].reshape(size + 2, size + 2)
+    color[1:-1, 1:-1] = board
+    b[B_META][M_NHIST] = 0
+    b[B_BLOOM][:] = 0
+    if rebuild(b):
+        raise ValueError("setup leaves a group without liberties")
+    b[B_META][M_TOPLAY] = to_play
+    return GoState(size, komi, superko, suicide, b)
+
+
+def setup(state: GoState, black=(), white=(), empty=()) -> GoState:
+    """Add/remove stones without captures (SGF AB/AW/AE); flat indices.
+
+    The superko history is kept. Raises ValueError if a group is left
+    without liberties."""
+    b = state.copy_tuple(extra_history=1)
+    color = b[B_COLOR]
+    for pts, value in ((black, BLACK), (white, WHITE), (empty, EMPTY)):
+        for m in pts:
+            if not 0 <= m < state.size * state.size:
+                raise ValueError(f"setup point {m} is off the board")
+            color[coords.to_padded(int(m), state.size)] = value
+    if rebuild(b):
+        raise ValueError("setup leaves a group without liberties")
+    return GoState(state.size, state.komi, state.superko, state.suicide, b)
+
+
+def with_komi(state: GoState, komi: float) -> GoState:
+    return GoState(state.size, komi, state.superko, state.suicide, state._b)
+
+
+def render(state: GoState, marks: dict[int, str] | None = None) -> str:
+    """ASCII diagram: X black, O white, . empty, GTP coordinates around."""
+    n = state.size
+    s = stones(state)
+    cols = coords.GTP_COLUMNS[:n]
+    lines = ["   " + " ".join(cols)]
+    for r in range(n):
+        row = []
+        for c in range(n):
+            m = r * n + c
+            if marks and m in marks:
+                row.append(marks[m])
+            else:
+                row.append({1: "X", -1: "O", 0: "."}[int(s[r, c])])
+        lines.append(f"{n - r:2d} " + " ".join(row) + f" {n - r}")
+    lines.append("   " + " ".join(cols))
+    capb, capw = state.captures
+    who = "Black" if state.to_play == BLACK else "White"
+    lines.append(f"{who} to play; captures B {capb} W {capw}; komi {state.komi}")
+    return "\n".join(lines)
+
+
+def parse_diagram(text: str, *, komi: float = 7.5, to_play: int = BLACK, superko: bool = True,
+                  suicide: bool = False) -> GoState:
+    """Board from rows of X (black), O (white), . or + (empty); spaces ignored."""
+    rows = [ln.replace(" ", "") for ln in text.strip().splitlines() if ln.strip()]
+    table = {"X": BLACK, "O": WHITE, ".": EMPTY, "+": EMPTY}
+    try:
+        board = np.array([[table[ch] for ch in row] for row in rows], np.int8)
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"bad diagram: {e}") from None
+    return from_stones(board, komi=komi, to_play=to_play, superko=superko, suicide=suicide)
