@@ -13,6 +13,39 @@ def _data_build(args):
     return dataset.cli_build(args)
 
 
+def _sl(args):
+    import json
+
+    from alphalite import config as config_lib
+    from alphalite import train
+
+    base = json.loads(open(args.config).read()) if args.config else {}
+    cfg = config_lib.from_args(train.SLConfig, args, base)
+    res = train.train_and_evaluate(cfg, args.workdir, progress=not args.quiet)
+    print(json.dumps(res, sort_keys=True))
+    return 130 if res.get("stopped") == "interrupted" else 0
+
+
+def _eval_policy(args):
+    import json
+
+    from alphalite import train
+
+    res = train.evaluate_checkpoint(args.checkpoint, args.src, max_games=args.max_games,
+                                    split=args.split, plot_dir=args.plots)
+    print(json.dumps(res, sort_keys=True))
+    return 0
+
+
+def _export(args):
+    from alphalite import checkpoint
+
+    info, variables = checkpoint.load_variables(args.run)
+    out = checkpoint.export_model(args.out, variables, info)
+    print(out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="alphalite", description="AlphaGo-style Go engine")
     sub = p.add_subparsers(dest="command", required=True)
@@ -28,6 +61,29 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--test-frac", type=float, default=0.02, help="fraction of games for test")
     build.add_argument("--max-games", type=int, default=0, help="stop after this many games (0 = all)")
     build.set_defaults(func=_data_build)
+
+    from alphalite import config as config_lib
+    from alphalite.train import SLConfig
+
+    sl = sub.add_parser("sl", help="supervised policy training (run_sl.py)")
+    sl.add_argument("--workdir", required=True, help="run folder (created, or resumed if it exists)")
+    sl.add_argument("--config", help="JSON file with config values (flags override it)")
+    sl.add_argument("--quiet", action="store_true", help="no progress bar")
+    config_lib.add_arguments(sl, SLConfig)
+    sl.set_defaults(func=_sl)
+
+    ev = sub.add_parser("eval-policy", help="move-prediction metrics of a policy checkpoint")
+    ev.add_argument("--checkpoint", required=True, help="exported model folder or run folder")
+    ev.add_argument("src", nargs="+", help="SGF files/folders/archives, or a dataset folder")
+    ev.add_argument("--max-games", type=int, default=0, help="use at most this many games (0 = all)")
+    ev.add_argument("--split", default="test", help="split to use when SRC is a dataset folder")
+    ev.add_argument("--plots", help="folder for the top-k and by-move-number plots")
+    ev.set_defaults(func=_eval_policy)
+
+    ex = sub.add_parser("export", help="run folder -> standalone model folder (model.json + variables)")
+    ex.add_argument("run", help="run folder")
+    ex.add_argument("--out", required=True, help="output model folder")
+    ex.set_defaults(func=_export)
     return p
 
 

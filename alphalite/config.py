@@ -1,0 +1,76 @@
+"""Frozen, typed configs with a command line over them.
+
+A config is a frozen dataclass whose fields carry a ``help`` in their
+metadata. ``add_arguments`` turns the fields into ``--flag`` options,
+``from_args`` / ``from_dict`` build the config (unknown keys rejected), and
+``to_dict`` gives what is saved as config.json beside a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import typing
+from pathlib import Path
+
+
+def field(default, help: str, choices=None):
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+def _types(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls) -> None:
+    hints = _types(cls)
+    for f in dataclasses.fields(cls):
+        t = hints[f.name]
+        flag = "--" + f.name.replace("_", "-")
+        help_ = (f.metadata.get("help", "") + f" (default: {f.default})").replace("%", "%%")
+        if t is bool:
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
+                                default=None, help=help_)
+        else:
+            parser.add_argument(flag, dest=f.name, type=t, default=None,
+                                choices=f.metadata.get("choices"), help=help_)
+
+
+def from_dict(cls, d: dict):
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(f"unknown config keys for {cls.__name__}: {', '.join(unknown)}")
+    hints = _types(cls)
+    kwargs = {}
+    for k, v in d.items():
+        t = hints[k]
+        if t is float and isinstance(v, int):
+            v = float(v)
+        if not isinstance(v, t) or (t is int and isinstance(v, bool)):
+            raise ValueError(f"config key {k!r} must be {t.__name__}, got {v!r}")
+        kwargs[k] = v
+    cfg = cls(**kwargs)
+    for f in dataclasses.fields(cls):
+        choices = f.metadata.get("choices")
+        if choices and getattr(cfg, f.name) not in choices:
+            raise ValueError(f"config key {f.name!r} must be one of {choices}, got {getattr(cfg, f.name)!r}")
+    return cfg
+
+
+def from_args(cls, args: argparse.Namespace, base: dict | None = None):
+    d = dict(base or {})
+    for f in dataclasses.fields(cls):
+        v = getattr(args, f.name, None)
+        if v is not None:
+            d[f.name] = v
+    return from_dict(cls, d)
+
+
+def to_dict(cfg) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def load(cls, path: str | Path):
+    return from_dict(cls, json.loads(Path(path).read_text()))

@@ -1,0 +1,160 @@
+"""Move-prediction metrics (the seed papers' figures) and plots.
+
+All functions take host numpy arrays. ``logp`` is masked log-probability
+[B, A] (illegal points at -inf), ``moves`` the expert move [B].
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+TOPK_MAX = 20
+BUCKET = 25  # move-number bucket width for the accuracy-by-move-number table
+
+
+def expert_rank(logp: np.ndarray, moves: np.ndarray) -> np.ndarray:
+    """1 + number of moves scored strictly above the expert move [B]."""
+    expert = logp[np.arange(len(moves)), moves]
+    return 1 + (logp > expert[:, None]).sum(axis=1)
+
+
+class MovePredictionStats:
+    """Accumulates top-k accuracy, mean rank, mean expert probability,
+    accuracy by move-number bucket and on the last two moves of games.
+
+    Positions whose expert move is a pass are counted but excluded from every
+    accuracy figure, as Clark & Storkey do."""
+
+    def __init__(self, num_actions: int):
+        self.pass_move = num_actions - 1
+        self.n = 0
+        self.passes = 0
+        self.topk_hits = np.zeros(TOPK_MAX, np.int64)
+        self.rank_sum = 0.0
+        self.prob_sum = 0.0
+        self.nll_sum = 0.0
+        self.illegal_top1 = 0
+        self.bucket_hits: dict[int, int] = {}
+        self.bucket_n: dict[int, int] = {}
+        self.last2_hits = 0
+        self.last2_n = 0
+
+    def update(self, logp, moves, move_number, moves_left, legal=None):
+        logp = np.asarray(logp, np.float64)
+        moves = np.asarray(moves)
+        keep = moves != self.pass_move
+        self.passes += int((~keep).sum())
+        if not keep.any():
+            return
+        logp, moves = logp[keep], moves[keep]
+        move_number = np.asarray(move_number)[keep]
+        moves_left = np.asarray(moves_left)[keep]
+        rank = expert_rank(logp, moves)
+        self.n += len(moves)
+        for k in range(TOPK_MAX):
+            self.topk_hits[k] += int((rank <= k + 1).sum())
+        self.rank_sum += float(rank.sum())
+        lp = logp[np.arange(len(moves)), moves]
+        self.prob_sum += float(np.exp(lp).sum())
+        self.nll_sum += float(-np.maximum(lp, -30.0).sum())
+        top1 = logp.argmax(axis=1)
+        if legal is not None:
+            legal = np.asarray(legal)[keep]
+            self.illegal_top1 += int((~legal[np.arange(len(top1)), top1]).sum())
+        hit = rank == 1
+        for b, h in zip(move_number // BUCKET, hit):
+            b = int(b)
+            self.bucket_n[b] = self.bucket_n.get(b, 0) + 1
+            self.bucket_hits[b] = self.bucket_hits.get(b, 0) + int(h)
+        last2 = moves_left <= 2
+        self.last2_n += int(last2.sum())
+        self.last2_hits += int(hit[last2].sum())
+
+    def result(self) -> dict:
+        n = max(self.n, 1)
+        return {
+            "positions": self.n,
+            "passes_excluded": self.passes,
+            "top1": self.topk_hits[0] / n,
+            "top5": self.topk_hits[4] / n,
+            "topk_curve": [float(x) / n for x in self.topk_hits],
+            "mean_rank": self.rank_sum / n,
+            "mean_prob": self.prob_sum / n,
+            "nll": self.nll_sum / n,
+            "illegal_top1": self.illegal_top1,
+            "by_move_number": {
+                f"{b * BUCKET + 1}-{(b + 1) * BUCKET}": {"n": self.bucket_n[b],
+                                                        "top1": self.bucket_hits[b] / self.bucket_n[b]}
+                for b in sorted(self.bucket_n)
+            },
+            "last_two_moves": {"n": self.last2_n, "top1": self.last2_hits / max(self.last2_n, 1)},
+            "note": "accuracy over non-pass expert moves (as Clark & Storkey); "
+                    "predictions restricted to legal moves",
+        }
+
+
+def _savefig_atomic(fig, path: str | os.PathLike) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    os.replace(tmp, path)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_topk(curve: list[float], path: str | os.PathLike, title: str = "top-k accuracy") -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ks = np.arange(1, len(curve) + 1)
+    ax.plot(ks, curve, marker="o")
+    ax.set_xlabel("k")
+    ax.set_ylabel("expert move in top k")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.set_title(title)
+    _savefig_atomic(fig, path)
+    plt.close(fig)
+
+
+def plot_by_move_number(table: dict, path: str | os.PathLike) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    labels = list(table)
+    ax.bar(range(len(labels)), [table[k]["top1"] for k in labels])
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=60, fontsize=7)
+    ax.set_xlabel("move number")
+    ax.set_ylabel("top-1 accuracy")
+    ax.grid(alpha=0.3, axis="y")
+    _savefig_atomic(fig, path)
+    plt.close(fig)
+
+
+def plot_curves(records: list[dict], path: str | os.PathLike, keys: list[str], ylabel: str) -> None:
+    """Line plot of metrics.jsonl records: one line per key present."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key in keys:
+        pts = [(r["step"], r[key]) for r in records if key in r and "step" in r]
+        if pts:
+            x, y = zip(*pts)
+            ax.plot(x, y, label=key, marker="." if len(pts) < 50 else None)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    _savefig_atomic(fig, path)
+    plt.close(fig)
