@@ -1,0 +1,333 @@
+"""Input planes for the nets (named presets) and the 8 board symmetries.
+
+Every encoder writes channels-last ``float32 [H, W, C]`` planes (``H == W ==
+size``; row 0 is the top line, as in :mod:`alphalite.coords`), values 0/1.
+Unless a preset says otherwise, "own" means the player to move and "opp" the
+other colour. Liberty counts come from the board's incremental group data
+(``libs[head[p]]``), so encoding is O(board points); only the planes that ask
+about legality call ``board.legal_reason`` once per empty point.
+
+Presets (``PRESETS`` maps name -> id; ``num_planes(name)`` gives C):
+
+=========  ==  ==========================================================
+preset     C   planes, in order
+=========  ==  ==========================================================
+thesis3    3   0 own stones; 1 opp stones; 2 empty (Korenciak's thesis)
+clark7     7   0-2 own stones whose group has 1, 2, >=3 liberties;
+               3-5 opp stones with 1, 2, >=3 liberties;
+               6 simple-ko point (Clark & Storkey 2015)
+book11     11  0-3 *black* stones with 1, 2, 3, >=4 liberties;
+               4-7 *white* stones with 1, 2, 3, >=4 liberties;
+               8 black to move (all ones); 9 white to move (all ones);
+               10 empty points the mover may not take because of ko or
+               superko (Pumperla & Ferguson's ``SimpleEncoder``; like the
+               book it uses absolute colours, the side to move is in 8/9)
+default    17  0-3 own stones with 1, 2, 3, >=4 liberties;
+               4-7 opp stones with 1, 2, 3, >=4 liberties;
+               8 empty;
+               9 points illegal for the mover (occupied, suicide, ko,
+               superko: ``legal_reason != LEGAL``);
+               10 simple-ko point;
+               11 side to move (all ones when black is to move);
+               12 ones (zero padding then shows the board edge);
+               13-16 history: the point of the move played 1, 2, 3, 4
+               plies ago (one-hot; all zero for a pass or before the game)
+=========  ==  ==========================================================
+
+The simple-ko point is ``meta[M_KO]``: the point the player to move may not
+retake right now (it is set under both ``superko=False`` and ``superko=True``).
+
+Symmetries. ``k`` in 0..7 names an element of the dihedral group D4; the
+transform of an array is ``rot90(fliplr(x) if k >= 4 else x, k % 4)`` over
+the (H, W) axes, i.e. an optional left-right mirror followed by ``k % 4``
+counter-clockwise quarter turns (numpy ``rot90`` direction). ``k = 0`` is the
+identity; 1..3 are rotations; 4..7 are the four reflections (involutions).
+
+Conventions, for planes and moves alike::
+
+    transform(transform(x, a), b) == transform(x, compose(a, b))
+    transform(transform(x, k), inverse(k)) == x
+    move table ``T = sym_move_table(size)``: a stone on move m lands on T[k, m]
+    (pass -> pass); ``inverse_move_table(size)[k] == T[inverse(k)]``.
+
+A policy predicted on ``transform_planes(x, k)`` maps back to the original
+board with ``untransform_policy(p, k)`` (``p[..., T[k]]``).
+
+Numba-callable from other ``njit`` code: ``encode_into``,
+``transform_planes_into``, ``transform_move``, ``transform_moves_into``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import njit
+
+from alphalite.board import (
+    B_COLOR,
+    B_HEAD,
+    B_LIBS,
+    B_META,
+    BLACK,
+    EMPTY,
+    LEGAL,
+    KO,
+    SUPERKO,
+    M_KO,
+    M_LAST,
+    M_SIZE,
+    M_TOPLAY,
+    WHITE,
+    legal_reason,
+)
+
+THESIS3, CLARK7, BOOK11, DEFAULT = 0, 1, 2, 3
+PRESETS: dict[str, int] = {"thesis3": THESIS3, "clark7": CLARK7, "book11": BOOK11, "default": DEFAULT}
+_NPLANES = (3, 7, 11, 17)  # indexed by preset id
+N_HISTORY = 4  # history planes in ``default``
+NUM_SYMMETRIES = 8
+
+
+def preset_id(name: str) -> int:
+    """The id of a preset name; ValueError listing the known names otherwise."""
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        known = ", ".join(sorted(PRESETS))
+        raise ValueError(f"unknown feature preset {name!r}; known presets: {known}") from None
+
+
+def num_planes(preset: str) -> int:
+    """Number of channels C of a preset."""
+    return _NPLANES[preset_id(preset)]
+
+
+# ---------------------------------------------------------------- encoding
+
+
+@njit(cache=True, inline="always")
+def _lib_plane(n, cap):
+    # 1..cap-1 -> 0..cap-2; >= cap -> cap-1
+    return (n if n < cap else cap) - 1
+
+
+@njit(cache=True)
+def encode_into(B, preset_id, out):
+    """Fill ``out`` (float32 [size, size, C], C = planes of ``preset_id``)
+    with the planes of board tuple ``B`` for its player to move."""
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    libs = B[B_LIBS]
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    W = size + 2
+    me = meta[M_TOPLAY]
+    if preset_id < 0 or preset_id >= len(_NPLANES):
+        raise ValueError("encode_into: unknown preset id")
+    if out.shape[0] != size or out.shape[1] != size or out.shape[2] != _NPLANES[preset_id]:
+        raise ValueError("encode_into: out must have shape [size, size, num_planes(preset)]")
+    out[:] = 0.0
+    ko = meta[M_KO]
+    kr = -1
+    kc = -1
+    if ko >= 0:
+        kr = ko // W - 1
+        kc = ko - (kr + 1) * W - 1
+
+    if preset_id == THESIS3:
+        for r in range(size):
+            p = (r + 1) * W + 1
+            for c in range(size):
+                s = color[p + c]
+                if s == EMPTY:
+                    out[r, c, 2] = 1.0
+                elif s == me:
+                    out[r, c, 0] = 1.0
+                else:
+                    out[r, c, 1] = 1.0
+    elif preset_id == CLARK7:
+        for r in range(size):
+            p = (r + 1) * W + 1
+            for c in range(size):
+                q = p + c
+                s = color[q]
+                if s != EMPTY:
+                    ch = _lib_plane(libs[head[q]], 3)
+                    if s != me:
+                        ch += 3
+                    out[r, c, ch] = 1.0
+        if kr >= 0:
+            out[kr, kc, 6] = 1.0
+    elif preset_id == BOOK11:
+        side = 8 if me == BLACK else 9
+        for r in range(size):
+            p = (r + 1) * W + 1
+            for c in range(size):
+                q = p + c
+                s = color[q]
+                out[r, c, side] = 1.0
+                if s == EMPTY:
+                    why = legal_reason(B, q, me)
+                    if why == KO or why == SUPERKO:
+                        out[r, c, 10] = 1.0
+                else:
+                    ch = _lib_plane(libs[head[q]], 4)
+                    if s == WHITE:
+                        ch += 4
+                    out[r, c, ch] = 1.0
+    else:  # DEFAULT
+        black = 1.0 if me == BLACK else 0.0
+        for r in range(size):
+            p = (r + 1) * W + 1
+            for c in range(size):
+                q = p + c
+                s = color[q]
+                if s == EMPTY:
+                    out[r, c, 8] = 1.0
+                    if legal_reason(B, q, me) != LEGAL:
+                        out[r, c, 9] = 1.0
+                else:
+                    ch = _lib_plane(libs[head[q]], 4)
+                    if s != me:
+                        ch += 4
+                    out[r, c, ch] = 1.0
+                    out[r, c, 9] = 1.0
+                out[r, c, 11] = black
+                out[r, c, 12] = 1.0
+        if kr >= 0:
+            out[kr, kc, 10] = 1.0
+        npts = size * size
+        for i in range(N_HISTORY):
+            m = meta[M_LAST + i]
+            if 0 <= m < npts:
+                out[m // size, m % size, 13 + i] = 1.0
+
+
+def encode(state, preset: str = "default") -> np.ndarray:
+    """Planes of a ``board.GoState`` for its player to move: float32 [H, W, C]."""
+    pid = preset_id(preset)
+    out = np.zeros((state.size, state.size, _NPLANES[pid]), np.float32)
+    encode_into(state.board_tuple, pid, out)
+    return out
+
+
+# ---------------------------------------------------------------- symmetries
+
+
+def _check_k(k) -> int:
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not 0 <= k < NUM_SYMMETRIES:
+        raise ValueError(f"symmetry index must be an integer in 0..7, got {k!r}")
+    return int(k)
+
+
+def inverse(k: int) -> int:
+    """The symmetry that undoes ``k``: rotations invert, reflections are their own inverse."""
+    k = _check_k(k)
+    return (4 - k) % 4 if k < 4 else k
+
+
+def compose(a: int, b: int) -> int:
+    """The single symmetry equal to applying ``a`` first, then ``b``."""
+    a, b = _check_k(a), _check_k(b)
+    # As maps: g_k = R^(k%4) F^(k//4), with F R = R^-1 F.
+    ra, fa = a % 4, a // 4
+    rb, fb = b % 4, b // 4
+    r = (rb - ra) % 4 if fb else (rb + ra) % 4
+    return r + 4 * ((fa + fb) % 2)
+
+
+def transform_planes(planes: np.ndarray, k: int) -> np.ndarray:
+    """Apply symmetry ``k`` to an array whose last three axes are [..., H, W, C]
+    (H == W). Returns a new C-contiguous array."""
+    k = _check_k(k)
+    x = np.asarray(planes)
+    if x.ndim < 3 or x.shape[-3] != x.shape[-2]:
+        raise ValueError(f"planes must be [..., H, W, C] with H == W, got shape {x.shape}")
+    if k >= 4:
+        x = np.flip(x, axis=-2)
+    return np.ascontiguousarray(np.rot90(x, k % 4, axes=(-3, -2)))
+
+
+@njit(cache=True, inline="always")
+def _sym_rc(r, c, n, k):
+    """Where the point (r, c) of an n x n board goes under symmetry k."""
+    if k >= 4:
+        c = n - 1 - c
+    for _ in range(k & 3):
+        t = r
+        r = n - 1 - c
+        c = t
+    return r, c
+
+
+@njit(cache=True)
+def transform_planes_into(src, k, dst):
+    """``dst`` [H, W, C] = symmetry ``k`` of ``src`` [H, W, C] (distinct arrays)."""
+    n = src.shape[0]
+    for r in range(n):
+        for c in range(n):
+            r2, c2 = _sym_rc(r, c, n, k)
+            for ch in range(src.shape[2]):
+                dst[r2, c2, ch] = src[r, c, ch]
+
+
+@njit(cache=True)
+def transform_move(move, size, k):
+    """Flat move under symmetry ``k`` (pass = size*size maps to itself)."""
+    if move == size * size:
+        return move
+    r2, c2 = _sym_rc(move // size, move % size, size, k)
+    return r2 * size + c2
+
+
+@njit(cache=True)
+def transform_moves_into(src, size, k, dst):
+    """``dst[transform_move(m)] = src[m]`` for a per-move vector [size*size+1]
+    (a legal mask or a policy target); pass stays last."""
+    npts = size * size
+    for m in range(npts):
+        r2, c2 = _sym_rc(m // size, m % size, size, k)
+        dst[r2 * size + c2] = src[m]
+    dst[npts] = src[npts]
+
+
+@functools.lru_cache(maxsize=32)
+def _move_tables(size: int) -> tuple[np.ndarray, np.ndarray]:
+    n = size
+    r, c = np.divmod(np.arange(n * n, dtype=np.int64), n)
+    fwd = np.empty((NUM_SYMMETRIES, n * n + 1), np.int32)
+    for k in range(NUM_SYMMETRIES):
+        rr, cc = r.copy(), (n - 1 - c) if k >= 4 else c.copy()
+        for _ in range(k % 4):
+            rr, cc = n - 1 - cc, rr
+        fwd[k, : n * n] = rr * n + cc
+        fwd[k, n * n] = n * n
+    inv = fwd[[inverse(k) for k in range(NUM_SYMMETRIES)]]
+    fwd.flags.writeable = False
+    inv.flags.writeable = False
+    return fwd, inv
+
+
+def sym_move_table(size: int) -> np.ndarray:
+    """int32 [8, size*size+1]: ``T[k, m]`` is where move m goes under k; pass -> pass."""
+    return _move_tables(int(size))[0].copy()
+
+
+def inverse_move_table(size: int) -> np.ndarray:
+    """int32 [8, size*size+1]: ``I[k, m2]`` is the move m with ``T[k, m] == m2``
+    (maps a move chosen on a transformed board back to the real board)."""
+    return _move_tables(int(size))[1].copy()
+
+
+def untransform_policy(policy: np.ndarray, k: int) -> np.ndarray:
+    """Map per-move values [..., A] predicted on a board transformed by ``k``
+    back to the original board (A = size*size+1, pass last)."""
+    k = _check_k(k)
+    policy = np.asarray(policy)
+    a = policy.shape[-1]
+    size = math.isqrt(a - 1)
+    if size * size + 1 != a:
+        raise ValueError(f"last axis must be size*size+1, got {a}")
+    return policy[..., _move_tables(size)[0][k]]
