@@ -78,6 +78,11 @@ def zobrist_table() -> np.ndarray:
 
 
 # ---------------------------------------------------------------- kernels
+#
+# The hot helpers take the arrays one by one rather than the tuple ``B``:
+# taking an array out of a tuple costs Numba a reference-count update, and
+# doing that on every call of a per-move kernel was most of its time. The
+# public kernels unpack ``B`` once and call these.
 
 
 @njit(cache=True, inline="always")
@@ -127,16 +132,31 @@ def init_board(size, superko, suicide, zob, hist_cap):
     meta[M_SUICIDE] = 1 if suicide else 0
     for i in range(N_LAST):
         meta[M_LAST + i] = -1
-    B = (color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob)
-    _remember(B, 0)
-    return B
+    _remember(meta, hist, bloom, 0)
+    return (color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob)
 
 
 @njit(cache=True)
-def _remember(B, h):
-    meta = B[B_META]
-    hist = B[B_HIST]
-    bloom = B[B_BLOOM]
+def copy_board(dst, src):
+    """Copy board tuple ``src`` into ``dst`` of the same size, without
+    allocating (playout loops reset a scratch board this way). ``dst``'s
+    history must be at least as long as ``src``'s recorded part."""
+    dst[B_COLOR][:] = src[B_COLOR]
+    dst[B_HEAD][:] = src[B_HEAD]
+    dst[B_NXT][:] = src[B_NXT]
+    dst[B_LIBS][:] = src[B_LIBS]
+    dst[B_GSIZE][:] = src[B_GSIZE]
+    dst[B_MARK][:] = src[B_MARK]  # with meta's M_GEN, so scratch marks stay consistent
+    dst[B_EMPT][:] = src[B_EMPT]
+    dst[B_EPOS][:] = src[B_EPOS]
+    dst[B_META][:] = src[B_META]
+    dst[B_BLOOM][:] = src[B_BLOOM]
+    n = src[B_META][M_NHIST]
+    dst[B_HIST][:n] = src[B_HIST][:n]
+
+
+@njit(cache=True, inline="always")
+def _remember(meta, hist, bloom, h):
     n = meta[M_NHIST]
     if n < hist.shape[0]:
         hist[n] = h
@@ -145,26 +165,19 @@ def _remember(B, h):
     bloom[idx >> 6] |= np.int64(1) << (idx & 63)
 
 
-@njit(cache=True)
-def _seen(B, h):
+@njit(cache=True, inline="always")
+def _seen(meta, hist, bloom, h):
     idx = h & (BLOOM_WORDS * 64 - 1)
-    if (B[B_BLOOM][idx >> 6] >> (idx & 63)) & 1 == 0:
+    if (bloom[idx >> 6] >> (idx & 63)) & 1 == 0:
         return False
-    hist = B[B_HIST]
-    for i in range(B[B_META][M_NHIST]):
+    for i in range(meta[M_NHIST]):
         if hist[i] == h:
             return True
     return False
 
 
 @njit(cache=True)
-def legal_reason(B, p, stone):
-    """Why ``stone`` may not play at padded point ``p`` (LEGAL if it may)."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    libs = B[B_LIBS]
-    nxt = B[B_NXT]
-    meta = B[B_META]
+def _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone):
     if color[p] != EMPTY:
         return OCCUPIED
     if p == meta[M_KO]:
@@ -190,7 +203,6 @@ def legal_reason(B, p, stone):
         return SUICIDE
     if meta[M_SUPERKO] == 0:
         return LEGAL
-    zob = B[B_ZOB]
     si = _zi(stone)
     h = meta[M_HASH] ^ zob[si, p]
     if captures:
@@ -233,16 +245,20 @@ def legal_reason(B, p, stone):
                     q = nxt[q]
                     if q == g:
                         break
-    if _seen(B, h):
+    if _seen(meta, hist, bloom, h):
         return SUPERKO
     return LEGAL
 
 
+@njit(cache=True)
+def legal_reason(B, p, stone):
+    """Why ``stone`` may not play at padded point ``p`` (LEGAL if it may)."""
+    return _legal(B[B_COLOR], B[B_HEAD], B[B_NXT], B[B_LIBS], B[B_META], B[B_HIST], B[B_BLOOM], B[B_ZOB],
+                  p, stone)
+
+
 @njit(cache=True, inline="always")
-def _remove_empty(B, p):
-    empt = B[B_EMPT]
-    epos = B[B_EPOS]
-    meta = B[B_META]
+def _remove_empty(empt, epos, meta, p):
     n = meta[M_NEMPTY] - 1
     k = epos[p]
     last = empt[n]
@@ -253,25 +269,18 @@ def _remove_empty(B, p):
 
 
 @njit(cache=True, inline="always")
-def _add_empty(B, p):
-    empt = B[B_EMPT]
-    meta = B[B_META]
+def _add_empty(empt, epos, meta, p):
     n = meta[M_NEMPTY]
     empt[n] = p
-    B[B_EPOS][p] = n
+    epos[p] = n
     meta[M_NEMPTY] = n + 1
 
 
 @njit(cache=True)
-def _remove_group(B, g, W):
+def _remove_group(color, head, nxt, libs, empt, epos, meta, zob, g, W):
     """Take group ``g`` off the board; its neighbours gain liberties.
 
     Returns (stones removed, hash delta)."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    nxt = B[B_NXT]
-    libs = B[B_LIBS]
-    zob = B[B_ZOB]
     who = color[g]
     zi = _zi(who)
     h = np.int64(0)
@@ -279,7 +288,7 @@ def _remove_group(B, g, W):
     q = g
     while True:
         color[q] = EMPTY
-        _add_empty(B, q)
+        _add_empty(empt, epos, meta, q)
         h ^= zob[zi, q]
         count += 1
         for i in range(4):
@@ -301,11 +310,7 @@ def _remove_group(B, g, W):
 
 
 @njit(cache=True)
-def _count_libs(B, g, W):
-    color = B[B_COLOR]
-    nxt = B[B_NXT]
-    mark = B[B_MARK]
-    meta = B[B_META]
+def _count_libs(color, nxt, mark, meta, g, W):
     meta[M_GEN] += 1
     gen = meta[M_GEN]
     count = 0
@@ -341,25 +346,18 @@ def do_pass(B):
 
 
 @njit(cache=True)
-def place(B, p, stone):
-    """Play ``stone`` at padded point ``p``; the caller has checked legality."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    nxt = B[B_NXT]
-    libs = B[B_LIBS]
-    gsize = B[B_GSIZE]
-    meta = B[B_META]
+def _place(color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob, p, stone):
     size = meta[M_SIZE]
     W = size + 2
     opp = -stone
     si = _zi(stone)
 
-    _remove_empty(B, p)
+    _remove_empty(empt, epos, meta, p)
     color[p] = stone
     head[p] = p
     nxt[p] = p
     gsize[p] = 1
-    h = meta[M_HASH] ^ B[B_ZOB][si, p]
+    h = meta[M_HASH] ^ zob[si, p]
 
     # p was one liberty of each distinct neighbouring group.
     nfriends = 0
@@ -410,7 +408,7 @@ def place(B, p, stone):
     else:
         for i in range(4):
             n = _nb(p, W, i)
-            if color[n] != stone or n == p:
+            if color[n] != stone:
                 continue
             g = head[n]
             if g == base:
@@ -429,7 +427,7 @@ def place(B, p, stone):
         nxt[p] = nxt[base]
         nxt[base] = p
         gsize[base] += 1
-        libs[base] = _count_libs(B, base, W)
+        libs[base] = _count_libs(color, nxt, mark, meta, base, W)
 
     # Captures.
     captured = 0
@@ -437,7 +435,7 @@ def place(B, p, stone):
     for i in range(4):
         n = _nb(p, W, i)
         if color[n] == opp and libs[head[n]] == 0:
-            cnt, dh = _remove_group(B, head[n], W)
+            cnt, dh = _remove_group(color, head, nxt, libs, empt, epos, meta, zob, head[n], W)
             captured += cnt
             last_cap = n
             h ^= dh
@@ -453,7 +451,7 @@ def place(B, p, stone):
 
     # Suicide (only reached when the rules allow it).
     if libs[g] == 0:
-        cnt, dh = _remove_group(B, g, W)
+        cnt, dh = _remove_group(color, head, nxt, libs, empt, epos, meta, zob, g, W)
         h ^= dh
         if stone == BLACK:
             meta[M_CAPW] += cnt
@@ -462,12 +460,19 @@ def place(B, p, stone):
 
     meta[M_HASH] = h
     if meta[M_SUPERKO] != 0:
-        _remember(B, h)
+        _remember(meta, hist, bloom, h)
     meta[M_TOPLAY] = opp
     meta[M_MOVES] += 1
     meta[M_PASSES] = 0
     r = p // W - 1
     _push_last(meta, r * size + (p - (r + 1) * W - 1))
+
+
+@njit(cache=True)
+def place(B, p, stone):
+    """Play ``stone`` at padded point ``p``; the caller has checked legality."""
+    _place(B[B_COLOR], B[B_HEAD], B[B_NXT], B[B_LIBS], B[B_GSIZE], B[B_MARK], B[B_EMPT], B[B_EPOS],
+           B[B_META], B[B_HIST], B[B_BLOOM], B[B_ZOB], p, stone)
 
 
 @njit(cache=True)
@@ -480,6 +485,9 @@ def rebuild(B):
     nxt = B[B_NXT]
     libs = B[B_LIBS]
     gsize = B[B_GSIZE]
+    mark = B[B_MARK]
+    empt = B[B_EMPT]
+    epos = B[B_EPOS]
     meta = B[B_META]
     zob = B[B_ZOB]
     size = meta[M_SIZE]
@@ -489,12 +497,13 @@ def rebuild(B):
     h = np.int64(0)
     for p in range(P):
         head[p] = -1
+        epos[p] = -1
     stack = np.empty(P, np.int64)
     dead = 0
     for p in range(P):
         c = color[p]
         if c == EMPTY:
-            _add_empty(B, p)
+            _add_empty(empt, epos, meta, p)
         elif c == BLACK or c == WHITE:
             h ^= zob[_zi(c), p]
             if head[p] != -1:
@@ -502,7 +511,6 @@ def rebuild(B):
             head[p] = p
             nxt[p] = p
             gsize[p] = 1
-            top = 0
             stack[0] = p
             top = 1
             while top > 0:
@@ -517,7 +525,7 @@ def rebuild(B):
                         gsize[p] += 1
                         stack[top] = n
                         top += 1
-            libs[p] = _count_libs(B, p, W)
+            libs[p] = _count_libs(color, nxt, mark, meta, p, W)
             if libs[p] == 0:
                 dead += 1
     for p in range(P):
@@ -526,7 +534,7 @@ def rebuild(B):
     meta[M_HASH] = h
     meta[M_KO] = -1
     if meta[M_SUPERKO] != 0:
-        _remember(B, h)
+        _remember(meta, B[B_HIST], B[B_BLOOM], h)
     return dead
 
 
@@ -542,25 +550,40 @@ def play_flat(B, move, stone):
         return OFF_BOARD
     r = move // size
     p = (r + 1) * (size + 2) + (move - r * size) + 1
-    why = legal_reason(B, p, stone)
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    nxt = B[B_NXT]
+    libs = B[B_LIBS]
+    hist = B[B_HIST]
+    bloom = B[B_BLOOM]
+    zob = B[B_ZOB]
+    why = _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone)
     if why == LEGAL:
-        place(B, p, stone)
+        _place(color, head, nxt, libs, B[B_GSIZE], B[B_MARK], B[B_EMPT], B[B_EPOS], meta, hist, bloom, zob,
+               p, stone)
     return why
 
 
 @njit(cache=True)
 def legal_mask(B, out):
     """Fill bool ``out[size*size+1]`` for the player to move (pass last)."""
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    nxt = B[B_NXT]
+    libs = B[B_LIBS]
     meta = B[B_META]
+    hist = B[B_HIST]
+    bloom = B[B_BLOOM]
+    zob = B[B_ZOB]
     size = meta[M_SIZE]
     W = size + 2
     stone = meta[M_TOPLAY]
-    color = B[B_COLOR]
     over = meta[M_PASSES] >= 2
     for r in range(size):
         for c in range(size):
             p = (r + 1) * W + c + 1
-            out[r * size + c] = (not over) and color[p] == EMPTY and legal_reason(B, p, stone) == LEGAL
+            out[r * size + c] = (not over) and color[p] == EMPTY and \
+                _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone) == LEGAL
     out[size * size] = not over
 
 
@@ -623,7 +646,7 @@ def _rand(rng):
     return (rng[0] >> 33) & 0x7FFFFFFF
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def is_eye(color, p, stone, W):
     """True if empty ``p`` is a one-point eye of ``stone`` (not a false eye)."""
     for i in range(4):
@@ -644,11 +667,25 @@ def is_eye(color, p, stone, W):
 @njit(cache=True)
 def playout(B, rng, max_moves):
     """Random play to the end: uniform over legal moves that do not fill the
-    mover's own eyes; pass only when there is none. Returns moves played."""
-    meta = B[B_META]
+    mover's own eyes; pass only when there is none. Returns moves played
+    (passes included). ``rng`` is an int64[1] LCG state, advanced in place.
+
+    The rules are the board's own (superko, suicide). With superko on, the
+    history must have room for ``max_moves`` more positions."""
     color = B[B_COLOR]
+    head = B[B_HEAD]
+    nxt = B[B_NXT]
+    libs = B[B_LIBS]
+    gsize = B[B_GSIZE]
+    mark = B[B_MARK]
     empt = B[B_EMPT]
+    epos = B[B_EPOS]
+    meta = B[B_META]
+    hist = B[B_HIST]
+    bloom = B[B_BLOOM]
+    zob = B[B_ZOB]
     W = meta[M_SIZE] + 2
+    light = meta[M_SUPERKO] == 0
     played = 0
     while played < max_moves and meta[M_PASSES] < 2:
         stone = meta[M_TOPLAY]
@@ -661,11 +698,14 @@ def playout(B, rng, max_moves):
                 k += 1
                 if k == n:
                     k = 0
-                if is_eye(color, p, stone, W):
+                if light and p != meta[M_KO] and (color[p - W] == EMPTY or color[p - 1] == EMPTY
+                                                  or color[p + 1] == EMPTY or color[p + W] == EMPTY):
+                    pass  # an empty neighbour: not an eye, and legal without superko
+                elif is_eye(color, p, stone, W):
                     continue
-                if legal_reason(B, p, stone) != LEGAL:
+                elif _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone) != LEGAL:
                     continue
-                place(B, p, stone)
+                _place(color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob, p, stone)
                 done = True
                 break
         if not done:
