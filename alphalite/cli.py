@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--val-frac", type=float, default=0.02, help="fraction of games for validation")
     build.add_argument("--test-frac", type=float, default=0.02, help="fraction of games for test")
     build.add_argument("--max-games", type=int, default=0, help="stop after this many games (0 = all)")
+    build.add_argument("--shard-games", type=int, default=4096, help="games per shard file")
+    build.add_argument("--quiet", action="store_true", help="no progress bar")
     build.set_defaults(func=_data_build)
 
     from alphalite import config as config_lib

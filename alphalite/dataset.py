@@ -1,0 +1,853 @@
+"""SGF files, folders and archives -> compact game shards; the batch loader.
+
+Building (``build`` / ``alphalite data build SRC... --out DIR``)
+-----------------------------------------------------------------
+Sources are ``.sgf`` files, folders (searched recursively for ``.sgf`` files
+and archives) and archives (``.tar.gz``/``.tgz``, ``.tar.bz2``/``.tbz2``,
+``.tar``, ``.zip``, the way KGS/u-go.net and ../shared/data ship them), read
+member by member without extracting to disk. Records are parsed and replayed
+(``alphalite.sgf``) in worker processes; the main process keeps the order of
+the sources, drops exact duplicates and writes the shards, so the output is
+the same for any ``--jobs``.
+
+A game's identity is a 64-bit BLAKE2b hash of its size, setup stones and
+full move sequence (with colours). It decides the split (hash / 2**64 below
+``test_frac`` -> test, below ``test_frac + val_frac`` -> val, else train), so
+a game found twice, in two archives, lands in the same split and its second
+copy is counted as a duplicate.
+
+Output folder::
+
+    index.json            {"format", "complete", "shards": [{"file", "split",
+                           "games", "moves", "sizes"}], "summary", "options"}
+    train-00000.npz ...   shards, written to a temp name then renamed
+    val-00000.npz, test-00000.npz
+
+Shard arrays (G games, M moves, S setup stones), all plain numpy (no pickle)::
+
+    size [G] int8, komi [G] float32, handicap [G] int8,
+    winner [G] int8          +1 black won, -1 white won, 0 draw/void/unknown
+    margin [G] float32       points for scored results, NaN otherwise
+    num_moves [G] int32      moves kept (the legal prefix of the main line)
+    total_moves [G] int32    moves in the record (>= num_moves)
+    stop [G] int8            why fewer were kept: 0 none, board.REASONS code,
+                             -1 bad setup, -2 setup stones mid-game
+    move_offsets [G+1] int64, moves [M] int16 (flat, pass = size*size),
+    colors [M] int8          colour of each move (+1/-1; records may repeat)
+    setup_offsets [G+1] int64, setup_points [S] int16, setup_colors [S] int8
+    game_hash [G] uint64, game_id [G] str (source path, archive member),
+    result, black_player, white_player, black_rank, white_rank, date,
+    rules [G] str
+
+Loading
+-------
+``iterate_batches`` (training: shuffled, endless, resumable) and
+``iterate_eval`` (each position once, in game order) yield dicts::
+
+    planes       [B, H, W, C] float32   features.encode_into for the mover
+    moves        [B] int32              expert move (symmetry applied)
+    outcomes     [B] float32            +1 mover won, -1 lost, 0 unknown/draw
+    legal        [B, A] bool            legal moves (A = size*size+1, pass last)
+    move_number  [B] int32              moves played before this position
+    moves_left   [B] int32              record moves after this one (0 = last)
+    symmetry     [B] int8               the D4 element applied (0 = none)
+    game         [B] int32              index of the game in its Games set
+
+Positions come from replaying games inside Numba: a chunk of games (given as
+concatenated arrays) is replayed once, the sampled positions are kept as
+compact board snapshots (colours + meta + legal mask, ~1 KB each on 19x19,
+not planes), and each batch encodes its positions from the snapshots. The
+legal mask is exact (positional superko); the planes are encoded on a board
+rebuilt from the snapshot without superko history, so a feature plane that
+asks about legality (``default`` plane 9, ``book11`` plane 10) marks simple
+ko but not a superko-only ban (rare in real games).
+
+Shuffling is two-level (GoGoGo): each epoch permutes the games (RNG from
+``(seed, epoch)``), cuts them into chunks of ``chunk_games``, and permutes
+the positions inside each chunk (RNG from ``(seed, epoch, chunk)``), which
+also draws each position's symmetry. The epoch's position stream is the
+chunks one after another; batch ``j`` of an epoch is positions
+``[j*B, (j+1)*B)`` of it, so batches are a pure function of (seed, epoch,
+batch index). ``start_batch=k`` finds the chunk holding batch k from the
+per-game position counts (shard metadata) and replays only that chunk on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import signal
+import sys
+import tarfile
+import time
+import zipfile
+from collections import Counter, deque
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from numba import njit
+
+from alphalite import board, features, sgf
+
+FORMAT = "alphalite-games-v1"
+SPLITS = ("train", "val", "test")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar", ".zip")
+MAX_RECORD_BYTES = 8 << 20  # a member larger than this is not a game record
+STOP_BAD_SETUP = -1
+STOP_SETUP = -2
+_STR_FIELDS = ("game_id", "result", "black_player", "white_player", "black_rank", "white_rank", "date", "rules")
+
+
+class DatasetError(ValueError):
+    """Bad sources or dataset folder; the message is one line."""
+
+
+# ====================================================================== sources
+
+
+def _is_archive(name: str) -> bool:
+    low = name.lower()
+    return any(low.endswith(s) for s in ARCHIVE_SUFFIXES)
+
+
+def _is_sgf(name: str) -> bool:
+    return name.lower().endswith(".sgf")
+
+
+def check_sources(srcs) -> list[Path]:
+    """The sources as Paths; DatasetError naming the first that is missing."""
+    out = []
+    for s in srcs:
+        p = Path(s)
+        if not p.exists():
+            raise DatasetError(f"no such file or folder: {s}")
+        if p.is_file() and not (_is_sgf(p.name) or _is_archive(p.name)):
+            raise DatasetError(f"not an .sgf file or a .tar.gz/.tar.bz2/.zip archive: {s}")
+        out.append(p)
+    return out
+
+
+def _expand_sources(paths: list[Path]) -> Iterator[Path]:
+    for p in paths:
+        if p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                for f in sorted(files):
+                    if _is_sgf(f) or _is_archive(f):
+                        yield Path(root) / f
+        else:
+            yield p
+
+
+def iter_records(path: Path, errors: Counter) -> Iterator[tuple[str, bytes | None]]:
+    """(name, bytes) for each SGF record of one file or archive, in order.
+
+    A member that cannot be read yields (name, None); a corrupt archive stops
+    (what it gave so far stays) and counts ``errors["corrupt_archive"]``."""
+    name = str(path)
+    if _is_sgf(name):
+        try:
+            yield name, path.read_bytes()
+        except OSError:
+            yield name, None
+        return
+    try:
+        if name.lower().endswith(".zip"):
+            with zipfile.ZipFile(path) as zf:
+                for info in zf.infolist():
+                    if info.is_dir() or not _is_sgf(info.filename):
+                        continue
+                    member = f"{name}:{info.filename}"
+                    if info.file_size > MAX_RECORD_BYTES:
+                        yield member, None
+                        continue
+                    try:
+                        yield member, zf.read(info)
+                    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
+                        yield member, None
+        else:
+            with tarfile.open(path, "r:*") as tf:
+                for info in tf:
+                    if not info.isfile() or not _is_sgf(info.name):
+                        continue
+                    member = f"{name}:{info.name}"
+                    if info.size > MAX_RECORD_BYTES:
+                        yield member, None
+                        continue
+                    f = tf.extractfile(info)
+                    yield member, (f.read() if f is not None else None)
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        del e
+        errors["corrupt_archive"] += 1
+
+
+# ====================================================================== workers
+
+
+def game_hash(size: int, sp, sc, mv, cl) -> int:
+    h = hashlib.blake2b(digest_size=8)
+    h.update(np.int32(size).tobytes())
+    order = np.argsort(sp, kind="stable")
+    h.update(np.asarray(sp, np.int16)[order].tobytes())
+    h.update(np.asarray(sc, np.int8)[order].tobytes())
+    h.update(b"|")
+    h.update(np.asarray(mv, np.int16).tobytes())
+    h.update(np.asarray(cl, np.int8).tobytes())
+    return int.from_bytes(h.digest(), "little")
+
+
+def process_record(name: str, data: bytes | None, sizes: tuple[int, ...]):
+    """('game', dict) or ('skip', reason) for one record."""
+    if data is None:
+        return "skip", "read_error"
+    try:
+        rec = sgf.read_sgf(data)
+    except sgf.SgfError as e:
+        return "skip", "unsupported_size" if str(e).startswith("unsupported board size") else "parse_error"
+    if sizes and rec.size not in sizes:
+        return "skip", "unsupported_size"
+    if not rec.moves:
+        return "skip", "empty"
+    sp, sc, mv, cl = sgf.record_arrays(rec)
+    n, why = sgf.replay_moves(rec.size, sp, sc, mv, cl, True, False, board.zobrist_table())
+    n, why = int(n), int(why)
+    if why < 0:
+        return "skip", "bad_setup"
+    if n == 0:
+        return "skip", "illegal_move"
+    stop = why
+    if not stop and rec.stop == "setup":
+        stop = STOP_SETUP
+    g = {
+        "size": rec.size, "komi": rec.komi, "handicap": rec.handicap, "winner": rec.winner,
+        "margin": math.nan if rec.margin is None else rec.margin, "num_moves": n, "total_moves": len(mv),
+        "stop": stop, "moves": mv[:n], "colors": cl[:n], "setup_points": sp, "setup_colors": sc,
+        "game_hash": game_hash(rec.size, sp, sc, mv, cl), "game_id": name, "result": rec.result,
+        "black_player": rec.black_player, "white_player": rec.white_player, "black_rank": rec.black_rank,
+        "white_rank": rec.white_rank, "date": rec.date, "rules": rec.rules,
+    }
+    return "game", g
+
+
+def _work(items, sizes):
+    return [process_record(name, data, sizes) for name, data in items]
+
+
+def _worker_init():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# ====================================================================== shards
+
+
+def stop_name(code: int) -> str:
+    if code == STOP_SETUP:
+        return "setup_midgame"
+    if code == STOP_BAD_SETUP:
+        return "bad_setup"
+    return board.REASONS[code].replace(" ", "_")
+
+
+def _pack(games: list[dict]) -> dict[str, np.ndarray]:
+    nm = np.array([g["num_moves"] for g in games], np.int64)
+    ns = np.array([len(g["setup_points"]) for g in games], np.int64)
+    arr = {
+        "size": np.array([g["size"] for g in games], np.int8),
+        "komi": np.array([g["komi"] for g in games], np.float32),
+        "handicap": np.array([g["handicap"] for g in games], np.int8),
+        "winner": np.array([g["winner"] for g in games], np.int8),
+        "margin": np.array([g["margin"] for g in games], np.float32),
+        "num_moves": nm.astype(np.int32),
+        "total_moves": np.array([g["total_moves"] for g in games], np.int32),
+        "stop": np.array([g["stop"] for g in games], np.int8),
+        "move_offsets": np.concatenate([[0], np.cumsum(nm)]).astype(np.int64),
+        "moves": np.concatenate([g["moves"] for g in games] + [np.zeros(0, np.int16)]).astype(np.int16),
+        "colors": np.concatenate([g["colors"] for g in games] + [np.zeros(0, np.int8)]).astype(np.int8),
+        "setup_offsets": np.concatenate([[0], np.cumsum(ns)]).astype(np.int64),
+        "setup_points": np.concatenate([g["setup_points"] for g in games] + [np.zeros(0, np.int16)]).astype(np.int16),
+        "setup_colors": np.concatenate([g["setup_colors"] for g in games] + [np.zeros(0, np.int8)]).astype(np.int8),
+        "game_hash": np.array([g["game_hash"] for g in games], np.uint64),
+    }
+    for k in _STR_FIELDS:
+        arr[k] = np.array([str(g[k]) for g in games], dtype=np.str_) if games else np.zeros(0, "U1")
+    return arr
+
+
+def _write_atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    _write_atomic(Path(path), lambda f: f.write((json.dumps(obj, indent=1) + "\n").encode()))
+
+
+class _ShardWriter:
+    def __init__(self, out: Path, shard_games: int):
+        self.out = out
+        self.shard_games = shard_games
+        self.pending = {s: [] for s in SPLITS}
+        self.count = {s: 0 for s in SPLITS}
+        self.shards: list[dict] = []
+
+    def add(self, split: str, g: dict) -> None:
+        self.pending[split].append(g)
+        if len(self.pending[split]) >= self.shard_games:
+            self.flush(split)
+
+    def flush(self, split: str) -> None:
+        games = self.pending[split]
+        if not games:
+            return
+        name = f"{split}-{self.count[split]:05d}.npz"
+        arr = _pack(games)
+        _write_atomic(self.out / name, lambda f: np.savez(f, **arr))
+        sizes = Counter(int(s) for s in arr["size"])
+        self.shards.append({"file": name, "split": split, "games": len(games),
+                            "moves": int(arr["num_moves"].sum()),
+                            "sizes": {str(k): v for k, v in sorted(sizes.items())}})
+        self.count[split] += 1
+        self.pending[split] = []
+
+    def flush_all(self) -> None:
+        for s in SPLITS:
+            self.flush(s)
+
+
+def split_of(h: int, val_frac: float, test_frac: float) -> str:
+    u = h / 2.0**64
+    if u < test_frac:
+        return "test"
+    if u < test_frac + val_frac:
+        return "val"
+    return "train"
+
+
+def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02, test_frac: float = 0.02,
+          max_games: int = 0, shard_games: int = 4096, batch_files: int = 64, progress: bool = True) -> dict:
+    """Build a dataset folder from SGF sources; returns the summary dict.
+
+    Ctrl-C (KeyboardInterrupt) writes the games finished so far as complete
+    shards with ``"complete": false`` in the index, then re-raises."""
+    t0 = time.time()
+    paths = check_sources(srcs)
+    if not (0 <= val_frac <= 1 and 0 <= test_frac <= 1 and val_frac + test_frac <= 1):
+        raise DatasetError("--val-frac and --test-frac must be in [0, 1] and sum to at most 1")
+    sizes = tuple(sorted(int(s) for s in sizes))
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DatasetError(f"--out is a file, not a folder: {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        old_index = _read_index(out) if (out / "index.json").exists() else None
+    except DatasetError:
+        old_index = None
+
+    errors: Counter = Counter()
+    skipped: Counter = Counter()
+    truncated: Counter = Counter()
+    kept = Counter()
+    positions = Counter()
+    seen: set[int] = set()
+    files = 0
+    writer = _ShardWriter(out, shard_games)
+    jobs = jobs or os.cpu_count() or 1
+
+    def batches():
+        batch = []
+        for p in _expand_sources(paths):
+            for item in iter_records(p, errors):
+                batch.append(item)
+                if len(batch) >= batch_files:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
+    def results():
+        if jobs <= 1:
+            for b in batches():
+                yield b, _work(b, sizes)
+            return
+        import multiprocessing as mp
+
+        pool = mp.get_context("fork").Pool(jobs, initializer=_worker_init)
+        try:
+            window: deque = deque()
+            for b in batches():
+                window.append((b, pool.apply_async(_work, (b, sizes))))
+                if len(window) >= 2 * jobs:
+                    b0, r = window.popleft()
+                    yield b0, r.get()
+            while window:
+                b0, r = window.popleft()
+                yield b0, r.get()
+            pool.close()
+        finally:
+            pool.terminate()
+            pool.join()
+
+    from tqdm import tqdm
+
+    bar = tqdm(desc="data build", unit="file", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    complete = False
+    stream = results()
+    try:
+        for items, res in stream:
+            stop = False
+            for (name, _), (kind, val) in zip(items, res):
+                files += 1
+                if kind == "skip":
+                    skipped[val] += 1
+                    continue
+                h = val["game_hash"]
+                if h in seen:
+                    skipped["duplicate"] += 1
+                    continue
+                seen.add(h)
+                if val["stop"]:
+                    truncated[stop_name(val["stop"])] += 1
+                split = split_of(h, val_frac, test_frac)
+                kept[split] += 1
+                positions[split] += val["num_moves"]
+                writer.add(split, val)
+                if max_games and sum(kept.values()) >= max_games:
+                    stop = True
+                    break
+            bar.update(len(items))
+            if stop:
+                break
+        complete = True
+    finally:
+        stream.close()  # stops the worker pool
+        bar.close()
+        writer.flush_all()
+        summary = {
+            "files": files, "games": sum(kept.values()), "games_by_split": {s: kept[s] for s in SPLITS},
+            "positions": sum(positions.values()), "positions_by_split": {s: positions[s] for s in SPLITS},
+            "skipped": dict(sorted(skipped.items())), "truncated": dict(sorted(truncated.items())),
+            "corrupt_archives": errors["corrupt_archive"], "shards": len(writer.shards),
+            "out": str(out), "complete": complete, "seconds": round(time.time() - t0, 2),
+        }
+        options = {"sources": [str(p) for p in paths], "sizes": list(sizes), "val_frac": val_frac,
+                   "test_frac": test_frac, "max_games": max_games, "shard_games": shard_games}
+        write_json_atomic(out / "index.json", {"format": FORMAT, "complete": complete, "shards": writer.shards,
+                                               "summary": summary, "options": options})
+        if old_index is not None:  # shards of an earlier build that this one did not rewrite
+            new = {s["file"] for s in writer.shards}
+            for s in old_index["shards"]:
+                if s["file"] not in new and (out / s["file"]).exists():
+                    (out / s["file"]).unlink()
+    return summary
+
+
+def cli_build(args) -> int:
+    try:
+        sizes = tuple(int(s) for s in str(args.sizes).split(",") if s.strip())
+    except ValueError:
+        print(f"error: --sizes must be comma-separated integers, got {args.sizes!r}", file=sys.stderr)
+        return 2
+    try:
+        summary = build(args.src, args.out, jobs=args.jobs, sizes=sizes, val_frac=args.val_frac,
+                        test_frac=args.test_frac, max_games=args.max_games,
+                        shard_games=getattr(args, "shard_games", 4096),
+                        progress=not getattr(args, "quiet", False))
+    except DatasetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+# ====================================================================== games in memory
+
+
+@dataclasses.dataclass
+class Games:
+    """Games as concatenated arrays (the shard format, several shards joined)."""
+
+    arrays: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.arrays["size"].shape[0])
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.arrays[key]
+
+    def select(self, idx) -> "Games":
+        """The games at indices ``idx`` (in that order)."""
+        return Games(_pack_select(self.arrays, np.asarray(idx, np.int64)))
+
+    @staticmethod
+    def concat(parts: list[dict[str, np.ndarray]]) -> "Games":
+        if not parts:
+            return Games(_pack([]))
+        out = {}
+        for k in parts[0]:
+            if k.endswith("_offsets"):
+                offs = [parts[0][k]]
+                base = parts[0][k][-1]
+                for p in parts[1:]:
+                    offs.append(p[k][1:] + base)
+                    base += p[k][-1]
+                out[k] = np.concatenate(offs).astype(np.int64)
+            else:
+                out[k] = np.concatenate([p[k] for p in parts])
+        return Games(out)
+
+
+def _gather(offsets, values, idx):
+    starts = offsets[idx]
+    lens = offsets[idx + 1] - starts
+    new_off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    flat = np.repeat(starts - new_off[:-1], lens) + np.arange(new_off[-1])
+    return new_off, values[flat]
+
+
+def _pack_select(a: dict, idx: np.ndarray) -> dict:
+    out = {}
+    for k, v in a.items():
+        if k in ("moves", "colors", "setup_points", "setup_colors") or k.endswith("_offsets"):
+            continue
+        out[k] = v[idx]
+    out["move_offsets"], out["moves"] = _gather(a["move_offsets"], a["moves"], idx)
+    _, out["colors"] = _gather(a["move_offsets"], a["colors"], idx)
+    out["setup_offsets"], out["setup_points"] = _gather(a["setup_offsets"], a["setup_points"], idx)
+    _, out["setup_colors"] = _gather(a["setup_offsets"], a["setup_colors"], idx)
+    return out
+
+
+def _read_index(data_dir: Path) -> dict:
+    try:
+        index = json.loads((Path(data_dir) / "index.json").read_text())
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"not a dataset folder (no readable index.json): {data_dir}: {e}") from None
+    if index.get("format") != FORMAT:
+        raise DatasetError(f"unknown dataset format {index.get('format')!r} in {data_dir}")
+    return index
+
+
+def load_games(data, split: str = "train", board_size: int | None = None) -> Games:
+    """The games of one split of a dataset folder (or a Games, filtered),
+    optionally only one board size."""
+    if isinstance(data, Games):
+        games = data
+    else:
+        if split not in SPLITS and split != "all":
+            raise DatasetError(f"unknown split {split!r}; use one of {', '.join(SPLITS)} or all")
+        data_dir = Path(data)
+        index = _read_index(data_dir)
+        parts = []
+        for s in index["shards"]:
+            if split != "all" and s["split"] != split:
+                continue
+            try:
+                with np.load(data_dir / s["file"], allow_pickle=False) as z:
+                    parts.append({k: z[k] for k in z.files})
+            except (OSError, ValueError, KeyError) as e:
+                raise DatasetError(f"cannot read shard {data_dir / s['file']}: {e}") from None
+        games = Games.concat(parts)
+    if board_size is not None and len(games) and (games["size"] != board_size).any():
+        games = games.select(np.flatnonzero(games["size"] == board_size))
+    return games
+
+
+def resolve_eval_source(sources, tmp_dir, *, split: str = "test", board_size: int = 19,
+                        max_games: int = 0) -> tuple[str, str]:
+    """(dataset folder, split) for evaluation: a built dataset folder as it is,
+    or SGF sources built into ``tmp_dir`` with every game in split "test"."""
+    sources = [str(s) for s in sources]
+    if len(sources) == 1 and (Path(sources[0]) / "index.json").exists():
+        return sources[0], split
+    build(sources, tmp_dir, jobs=1, sizes=(board_size,), val_frac=0.0, test_frac=1.0,
+          max_games=max_games, progress=False)
+    return str(tmp_dir), "test"
+
+
+# ====================================================================== kernels
+
+
+@njit(cache=True, nogil=True)
+def _expand_chunk(size, superko, zob, move_off, moves, colors, setup_off, setup_pts, setup_cols,
+                  slot, snap_color, snap_meta, legal):
+    """Replay each game of a chunk once; at every move whose ``slot`` >= 0,
+    store the position before it (colours, meta, legal mask) in that slot.
+    Returns the number of positions stored."""
+    W = size + 2
+    G = move_off.shape[0] - 1
+    stored = 0
+    hist_cap = 2 * size * size + 64
+    for g in range(G):
+        a = move_off[g]
+        b = move_off[g + 1]
+        cap = hist_cap if hist_cap > 2 * (b - a) + 16 else 2 * (b - a) + 16
+        B = board.init_board(size, superko, False, zob, cap)
+        color = B[board.B_COLOR]
+        meta = B[board.B_META]
+        s0 = setup_off[g]
+        s1 = setup_off[g + 1]
+        if s1 > s0:
+            for i in range(s0, s1):
+                m = setup_pts[i]
+                r = m // size
+                color[(r + 1) * W + (m - r * size) + 1] = setup_cols[i]
+            meta[board.M_NHIST] = 0
+            B[board.B_BLOOM][:] = 0
+            board.rebuild(B)
+        for i in range(a, b):
+            stone = colors[i]
+            if stone != meta[board.M_TOPLAY]:
+                meta[board.M_TOPLAY] = stone
+                meta[board.M_KO] = -1
+            s = slot[i]
+            if s >= 0:
+                snap_color[s, :] = color
+                snap_meta[s, :] = meta
+                board.legal_mask(B, legal[s])
+                stored += 1
+            board.play_flat(B, moves[i], stone)
+    return stored
+
+
+@njit(cache=True, nogil=True)
+def _encode_batch(size, preset_id, zob, snap_color, snap_meta, legal, smove, src, syms, symtab,
+                  planes_out, legal_out, moves_out, out0):
+    """Encode snapshots ``src[j]`` into rows ``out0 + j`` with symmetry ``syms[j]``."""
+    B = board.init_board(size, False, False, zob, 1)
+    color = B[board.B_COLOR]
+    meta = B[board.B_META]
+    tmp = np.zeros(planes_out.shape[1:], np.float32)
+    A = size * size + 1
+    for j in range(src.shape[0]):
+        s = src[j]
+        k = syms[j]
+        color[:] = snap_color[s]
+        meta[board.M_NHIST] = 0
+        board.rebuild(B)
+        gen = meta[board.M_GEN]
+        nempty = meta[board.M_NEMPTY]
+        meta[:] = snap_meta[s]
+        meta[board.M_GEN] = gen
+        meta[board.M_NEMPTY] = nempty
+        meta[board.M_SUPERKO] = 0
+        meta[board.M_NHIST] = 0
+        o = out0 + j
+        if k == 0:
+            features.encode_into(B, preset_id, planes_out[o])
+        else:
+            features.encode_into(B, preset_id, tmp)
+            features.transform_planes_into(tmp, k, planes_out[o])
+        for a in range(A):
+            legal_out[o, symtab[k, a]] = legal[s, a]
+        moves_out[o] = symtab[k, smove[s]]
+
+
+# ====================================================================== loader
+
+
+def _positions(games: Games, winner_only: bool, include_passes: bool):
+    """(eligible [M] bool, per-game counts [G] int64)."""
+    a = games.arrays
+    G = len(games)
+    nm = np.diff(a["move_offsets"])
+    game_of = np.repeat(np.arange(G), nm)
+    elig = np.ones(a["moves"].shape[0], bool)
+    if not include_passes:
+        elig &= a["moves"].astype(np.int64) != (a["size"].astype(np.int64) ** 2)[game_of]
+    if winner_only:
+        elig &= a["colors"] == a["winner"][game_of]
+    counts = np.bincount(game_of, weights=elig, minlength=G).astype(np.int64) if G else np.zeros(0, np.int64)
+    return elig, counts
+
+
+class _Chunk:
+    """A replayed chunk: snapshots in output order plus per-slot labels."""
+
+    def __init__(self, games: Games, idx: np.ndarray, elig: np.ndarray, order: np.ndarray | None,
+                 size: int):
+        a = _pack_select(games.arrays, idx)
+        n_moves = np.diff(a["move_offsets"])
+        gidx = np.repeat(idx, n_moves)
+        g_local = np.repeat(np.arange(len(idx)), n_moves)
+        move_no = np.arange(a["moves"].shape[0]) - np.repeat(a["move_offsets"][:-1], n_moves)
+        _, e = _gather(games.arrays["move_offsets"], elig, idx)
+        pos = np.flatnonzero(e)  # chunk-local move indices of the positions, game order
+        P = pos.shape[0]
+        if order is None:
+            order = np.arange(P)
+        slot = np.full(a["moves"].shape[0], -1, np.int64)
+        slot[pos[order]] = np.arange(P)
+        W = size + 2
+        self.snap_color = np.empty((P, W * W), np.int8)
+        self.snap_meta = np.empty((P, board.N_META), np.int64)
+        self.legal = np.empty((P, size * size + 1), np.bool_)
+        _expand_chunk(size, True, board.zobrist_table(), a["move_offsets"], a["moves"], a["colors"],
+                      a["setup_offsets"], a["setup_points"], a["setup_colors"], slot,
+                      self.snap_color, self.snap_meta, self.legal)
+        p = pos[order]
+        self.move = a["moves"][p].astype(np.int32)
+        mover = a["colors"][p].astype(np.int32)
+        win = a["winner"][g_local[p]].astype(np.int32)
+        self.outcome = (mover * win).astype(np.float32)
+        self.move_number = move_no[p].astype(np.int32)
+        self.moves_left = (a["total_moves"][g_local[p]] - 1 - move_no[p]).astype(np.int32)
+        self.game = gidx[p].astype(np.int32)
+        self.size = P
+
+
+def _emit(chunks_parts, size, preset, syms_parts):
+    """Build one batch dict from [(chunk, lo, hi), ...] with symmetries."""
+    pid = features.preset_id(preset)
+    C = features.num_planes(preset)
+    n = sum(hi - lo for _, lo, hi in chunks_parts)
+    A = size * size + 1
+    planes = np.empty((n, size, size, C), np.float32)
+    legal = np.zeros((n, A), np.bool_)
+    moves = np.empty(n, np.int32)
+    symtab = features.sym_move_table(size).astype(np.int64)
+    zob = board.zobrist_table()
+    cols = {k: [] for k in ("outcomes", "move_number", "moves_left", "game")}
+    o = 0
+    for (ch, lo, hi), syms in zip(chunks_parts, syms_parts):
+        src = np.arange(lo, hi, dtype=np.int64)
+        _encode_batch(size, pid, zob, ch.snap_color, ch.snap_meta, ch.legal, ch.move, src,
+                      syms.astype(np.int64), symtab, planes, legal, moves, o)
+        cols["outcomes"].append(ch.outcome[lo:hi])
+        cols["move_number"].append(ch.move_number[lo:hi])
+        cols["moves_left"].append(ch.moves_left[lo:hi])
+        cols["game"].append(ch.game[lo:hi])
+        o += hi - lo
+    sym = np.concatenate(syms_parts).astype(np.int8) if syms_parts else np.zeros(0, np.int8)
+    return {"planes": planes, "moves": moves, "outcomes": np.concatenate(cols["outcomes"]),
+            "legal": legal, "move_number": np.concatenate(cols["move_number"]),
+            "moves_left": np.concatenate(cols["moves_left"]), "symmetry": sym,
+            "game": np.concatenate(cols["game"])}
+
+
+@dataclasses.dataclass
+class _Plan:
+    games: Games
+    elig: np.ndarray
+    counts: np.ndarray
+    total: int
+
+
+def _plan(data, split, board_size, winner_only, include_passes) -> _Plan:
+    games = load_games(data, split, board_size)
+    elig, counts = _positions(games, winner_only, include_passes)
+    return _Plan(games, elig, counts, int(counts.sum()))
+
+
+def count_positions(data, *, split: str = "train", board_size: int = 19, winner_only: bool = False,
+                    include_passes: bool = True) -> int:
+    """Positions per epoch under these options."""
+    return _plan(data, split, board_size, winner_only, include_passes).total
+
+
+def iterate_batches(data, *, split: str = "train", preset: str = "default", batch_size: int = 256,
+                    seed: int = 0, symmetries: bool = True, winner_only: bool = False,
+                    include_passes: bool = True, board_size: int = 19, start_batch: int = 0,
+                    epochs: int | None = None, chunk_games: int = 256) -> Iterator[dict]:
+    """Shuffled training batches (see the module docstring), endless by default.
+
+    ``data``: a dataset folder or a ``Games``. Batch ``k`` counts across
+    epochs: with ``n = count_positions(...) // batch_size`` full batches per
+    epoch (the remainder of an epoch is dropped), batch k is batch ``k % n``
+    of epoch ``k // n``, a pure function of (seed, epoch, k % n);
+    ``start_batch=k`` resumes there, replaying only the chunk that holds it
+    and those after. ``epochs`` stops after that many epochs (counted from
+    epoch 0). Raises DatasetError when the split holds no full batch."""
+    features.preset_id(preset)  # fail early on an unknown preset
+    if batch_size < 1:
+        raise DatasetError(f"batch_size must be >= 1, got {batch_size}")
+    plan = _plan(data, split, board_size, winner_only, include_passes)
+    per_epoch = plan.total // batch_size
+    if per_epoch == 0:
+        raise DatasetError(f"split {split!r} of {data} has {plan.total} positions of size {board_size}, "
+                           f"fewer than one batch of {batch_size}")
+    return _batches(plan, preset, batch_size, seed, symmetries, board_size, int(start_batch), epochs,
+                    chunk_games, per_epoch)
+
+
+def _batches(plan, preset, batch_size, seed, symmetries, size, k, epochs, chunk_games, per_epoch):
+    G = len(plan.games)
+    while epochs is None or k // per_epoch < epochs:
+        epoch, j = divmod(k, per_epoch)
+        rng = np.random.default_rng([seed, epoch, 0x5EED])
+        perm = rng.permutation(G)
+        chunk_games_idx = [perm[i:i + chunk_games] for i in range(0, G, chunk_games)]
+        chunk_pos = np.array([plan.counts[c].sum() for c in chunk_games_idx], np.int64)
+        chunk_start = np.concatenate([[0], np.cumsum(chunk_pos)])
+        cache: dict[int, tuple] = {}
+
+        def chunk(c):
+            if c not in cache:
+                for old in [x for x in cache if x < c]:
+                    del cache[old]
+                crng = np.random.default_rng([seed, epoch, int(c), 0xC4])
+                P = int(chunk_pos[c])
+                order = crng.permutation(P)
+                syms = crng.integers(0, 8, P) if symmetries else np.zeros(P, np.int64)
+                cache[c] = (_Chunk(plan.games, np.sort(chunk_games_idx[c]), plan.elig, order, size), syms)
+            return cache[c]
+
+        while j < per_epoch:
+            lo, hi = j * batch_size, (j + 1) * batch_size
+            parts, sym_parts = [], []
+            c = int(np.searchsorted(chunk_start, lo, side="right") - 1)
+            pos = lo
+            while pos < hi:
+                ch, syms = chunk(c)
+                a = pos - int(chunk_start[c])
+                b = min(hi, int(chunk_start[c + 1])) - int(chunk_start[c])
+                if b > a:
+                    parts.append((ch, a, b))
+                    sym_parts.append(syms[a:b])
+                    pos += b - a
+                c += 1
+            yield _emit(parts, size, preset, sym_parts)
+            j += 1
+            k += 1
+
+
+def iterate_eval(data, *, split: str = "test", preset: str = "default", batch_size: int = 256,
+                 board_size: int = 19, max_games: int = 0, winner_only: bool = False,
+                 include_passes: bool = True, chunk_games: int = 64) -> Iterator[dict]:
+    """Every position of a split once, in game order and move order, no
+    symmetry; the last batch may be short. ``max_games`` > 0 keeps the first
+    that many games of the split."""
+    features.preset_id(preset)
+    plan = _plan(data, split, board_size, winner_only, include_passes)
+    return _eval_batches(plan, preset, batch_size, board_size, max_games, chunk_games)
+
+
+def _eval_batches(plan, preset, batch_size, size, max_games, chunk_games):
+    G = len(plan.games) if not max_games else min(max_games, len(plan.games))
+    pending: list = []
+    have = 0
+    for g0 in range(0, G, chunk_games):
+        ch = _Chunk(plan.games, np.arange(g0, min(G, g0 + chunk_games)), plan.elig, None, size)
+        lo = 0
+        while lo < ch.size:
+            take = min(batch_size - have, ch.size - lo)
+            pending.append((ch, lo, lo + take))
+            have += take
+            lo += take
+            if have == batch_size:
+                yield _emit(pending, size, preset, [np.zeros(hi - a, np.int64) for _, a, hi in pending])
+                pending, have = [], 0
+    if have:
+        yield _emit(pending, size, preset, [np.zeros(hi - a, np.int64) for _, a, hi in pending])
