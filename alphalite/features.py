@@ -66,20 +66,27 @@ import numpy as np
 from numba import njit
 
 from alphalite.board import (
+    B_BLOOM,
     B_COLOR,
     B_HEAD,
     B_LIBS,
     B_META,
+    B_ZOB,
     BLACK,
+    BLOOM_WORDS,
     EMPTY,
-    LEGAL,
     KO,
-    SUPERKO,
+    LEGAL,
+    M_HASH,
     M_KO,
     M_LAST,
     M_SIZE,
+    M_SUPERKO,
     M_TOPLAY,
+    OCCUPIED,
+    SUPERKO,
     WHITE,
+    _zi,
     legal_reason,
 )
 
@@ -113,6 +120,42 @@ def _lib_plane(n, cap):
     return (n if n < cap else cap) - 1
 
 
+@njit(cache=True, inline="always")
+def _quick_reason(color, head, libs, zob, bloom, p, me, W, ko, superko, h0):
+    """``board.legal_reason(B, p, me)`` for the common cases, or -1.
+
+    A call per point that passes the 12-array board tuple costs several times
+    the check itself, so the caller asks ``legal_reason`` only when this
+    returns -1: a capture, a possible suicide, or a superko Bloom-filter hit
+    (the filter is read exactly as ``board._seen`` reads it; a miss means the
+    position was never seen)."""
+    if color[p] != EMPTY:
+        return OCCUPIED
+    if p == ko:
+        return KO
+    ok = False
+    captures = False
+    for n in (p - W, p - 1, p + 1, p + W):
+        c = color[n]
+        if c == EMPTY:
+            ok = True
+        elif c == me:
+            if libs[head[n]] > 1:
+                ok = True
+        elif c == -me:
+            if libs[head[n]] == 1:
+                captures = True
+    if captures or not ok:
+        return -1
+    if not superko:
+        return LEGAL
+    h = h0 ^ zob[_zi(me), p]
+    idx = h & (BLOOM_WORDS * 64 - 1)
+    if (bloom[idx >> 6] >> (idx & 63)) & 1 == 0:
+        return LEGAL
+    return -1
+
+
 @njit(cache=True)
 def encode_into(B, preset_id, out):
     """Fill ``out`` (float32 [size, size, C], C = planes of ``preset_id``)
@@ -129,6 +172,10 @@ def encode_into(B, preset_id, out):
     if out.shape[0] != size or out.shape[1] != size or out.shape[2] != _NPLANES[preset_id]:
         raise ValueError("encode_into: out must have shape [size, size, num_planes(preset)]")
     out[:] = 0.0
+    zob = B[B_ZOB]
+    bloom = B[B_BLOOM]
+    superko = meta[M_SUPERKO] != 0
+    h0 = meta[M_HASH]
     ko = meta[M_KO]
     kr = -1
     kc = -1
@@ -169,7 +216,9 @@ def encode_into(B, preset_id, out):
                 s = color[q]
                 out[r, c, side] = 1.0
                 if s == EMPTY:
-                    why = legal_reason(B, q, me)
+                    why = _quick_reason(color, head, libs, zob, bloom, q, me, W, ko, superko, h0)
+                    if why < 0:
+                        why = legal_reason(B, q, me)
                     if why == KO or why == SUPERKO:
                         out[r, c, 10] = 1.0
                 else:
@@ -186,7 +235,10 @@ def encode_into(B, preset_id, out):
                 s = color[q]
                 if s == EMPTY:
                     out[r, c, 8] = 1.0
-                    if legal_reason(B, q, me) != LEGAL:
+                    why = _quick_reason(color, head, libs, zob, bloom, q, me, W, ko, superko, h0)
+                    if why < 0:
+                        why = legal_reason(B, q, me)
+                    if why != LEGAL:
                         out[r, c, 9] = 1.0
                 else:
                     ch = _lib_plane(libs[head[q]], 4)

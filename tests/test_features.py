@@ -90,8 +90,8 @@ def reference(state, preset: str) -> np.ndarray:
     return x
 
 
-def random_state(rng: np.random.Generator, size: int, moves: int, superko: bool):
-    s = board.new_game(size, superko=superko)
+def random_state(rng: np.random.Generator, size: int, moves: int, superko: bool, suicide: bool = False):
+    s = board.new_game(size, superko=superko, suicide=suicide)
     for _ in range(moves):
         legal = np.flatnonzero(board.legal_moves(s)[:-1])
         if legal.size == 0 or (rng.random() < 0.04 and s.passes == 0):
@@ -252,6 +252,17 @@ def test_superko_point_is_in_the_illegal_plane_but_not_the_simple_ko_plane(super
     np.testing.assert_array_equal(planes_of(s, "book11", 10), onehot(5, 6) if superko else onehot(5))
 
 
+def test_superko_by_a_plain_placement_is_in_the_illegal_plane():
+    # Black's stone on (2, 2) is lifted by setup; putting it back (no capture,
+    # empty neighbours) would repeat the first position.
+    p0 = board.parse_diagram(KO_DIAGRAM.replace(". X O . .\n. .", ". X X . .\n. ."), to_play=BLACK)
+    assert board.stones(p0)[2, 2] == BLACK
+    s = board.setup(p0, empty=[12])
+    assert not board.legal_moves(s)[12] and board.legal_moves(s)[13]
+    assert features.encode(s)[2, 2, 9] == 1
+    np.testing.assert_array_equal(planes_of(s, "book11", 10), onehot(5, 12))
+
+
 def test_illegal_plane_has_suicide_and_occupied_points():
     s = board.parse_diagram(
         """
@@ -303,9 +314,12 @@ def test_history_marks_a_captured_point():
 @pytest.mark.parametrize("preset", list(PLANES))
 def test_encode_matches_a_pure_python_reference(preset):
     rng = np.random.default_rng(7)
-    for size, moves, superko in ((9, 70, True), (9, 120, False), (7, 90, True), (13, 60, True)):
-        s = random_state(rng, size, moves, superko)
-        np.testing.assert_array_equal(features.encode(s, preset), reference(s, preset), err_msg=f"{size} {superko}")
+    cases = ((9, 70, True, False), (9, 120, False, False), (7, 90, True, False), (13, 60, True, False),
+             (9, 100, True, True), (5, 40, True, False))
+    for size, moves, superko, suicide in cases:
+        s = random_state(rng, size, moves, superko, suicide)
+        np.testing.assert_array_equal(features.encode(s, preset), reference(s, preset),
+                                      err_msg=f"size {size} superko {superko} suicide {suicide}")
 
 
 def test_encode_into_is_callable_from_numba():
