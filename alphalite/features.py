@@ -4,8 +4,11 @@ Every encoder writes channels-last ``float32 [H, W, C]`` planes (``H == W ==
 size``; row 0 is the top line, as in :mod:`alphalite.coords`), values 0/1.
 Unless a preset says otherwise, "own" means the player to move and "opp" the
 other colour. Liberty counts come from the board's incremental group data
-(``libs[head[p]]``), so encoding is O(board points); only the planes that ask
-about legality call ``board.legal_reason`` once per empty point.
+(``libs[head[p]]``), so encoding is O(board points); the legality planes
+(``default`` 9, ``book11`` 10) decide most empty points from the neighbours
+and the superko Bloom filter and call ``board.legal_reason`` only for
+captures, possible suicides and filter hits. Plane 9 of ``default`` is the
+complement of ``board.legal_mask`` on the points (before the game is over).
 
 Presets (``PRESETS`` maps name -> id; ``num_planes(name)`` gives C):
 
