@@ -12,11 +12,13 @@ Every failure is an ``SgfError`` with a one-line message.
 
 Conventions, where files disagree:
 
-* **Encoding.** A declared ``CA`` is used when the bytes decode with it;
-  otherwise (no CA, an unknown codec, or bytes that do not decode) the first
-  of UTF-8, GB18030, Latin-1 that decodes the whole file strictly is used.
-  Latin-1 decodes anything, so an encoding never stops a record from loading;
-  only names and comments can come out garbled. Moves are ASCII either way.
+* **Encoding** (judged on the root's property values, which is all we read
+  as text): the first of UTF-8, the declared ``CA``, GB18030, Latin-1 that
+  decodes every value strictly. Valid UTF-8 wins over a declared CA because
+  a wrong CA (UTF-8 bytes labelled ISO-8859-1) is common and non-ASCII UTF-8
+  is almost never meant as anything else; pure ASCII reads the same in all.
+  Latin-1 decodes anything, so an encoding never stops a record from
+  loading; only names can come out garbled. Moves are ASCII either way.
 * **Komi** (``parse_komi``). Real komi is below 100 points. Some Chinese
   servers write hundredths: ``KM[650]`` is 6.5 points, and quarter values
   are in stones, ``KM[375]`` = 3.75 stones = 7.5 points. Rule: a value of
@@ -148,17 +150,19 @@ def handicap_points(size: int, handicap: int) -> list[int]:
     return [coords.to_flat(r, c, size) for r, c in table[handicap]]
 
 
-def _choose_encoding(data: bytes, declared: str | None) -> str:
-    candidates = []
+def _choose_encoding(values: list[bytes], declared: str | None) -> str:
+    """The encoding for the root's text values (see the module docstring)."""
+    candidates = ["utf-8"]
     if declared:
         try:
             candidates.append(codecs.lookup(declared).name)
         except LookupError:
             pass
-    candidates += ["utf-8", "gb18030", "latin-1"]
+    candidates += ["gb18030", "latin-1"]
     for enc in candidates:
         try:
-            data.decode(enc)
+            for v in values:
+                v.decode(enc)
         except (UnicodeDecodeError, LookupError):
             continue
         return enc
@@ -214,7 +218,7 @@ def read_sgf(data: bytes) -> GameRecord:
         raise SgfError(f"bad board size SZ[{size_raw.decode('latin-1')}]") from None
     if not coords.MIN_SIZE <= size <= coords.MAX_SIZE:
         raise SgfError(f"unsupported board size {size}")
-    enc = _choose_encoding(data, declared)
+    enc = _choose_encoding([v for vals in coarse.sequence[0].values() for v in vals], declared)
     try:
         game = sgfmill_sgf.Sgf_game.from_coarse_game_tree(coarse, override_encoding=enc)
     except ValueError as e:
