@@ -1,0 +1,524 @@
+"""PUCT Monte Carlo tree search over array trees, with batched leaf evaluation.
+
+::
+
+    out = run_mcts(params, rng, state, evaluate_fn, num_simulations=800, batch_size=8)
+    out.action, out.visit_probs, out.root_value, out.tree
+    tree = advance(out.tree, out.action)          # reuse: our move ...
+    tree = advance(tree, opponent_move)           # ... then theirs
+    out = run_mcts(params, rng, next_state, evaluate_fn, num_simulations=800, tree=tree)
+
+The evaluate_fn contract
+------------------------
+``evaluate_fn(params, leaves: Leaves) -> (priors, values)``
+
+* ``leaves.boards``: list of ``B`` board tuples (``alphalite.board``), the
+  positions to evaluate, each reached by really playing the path from the
+  root (history, ko and superko are exact). They are the search's scratch
+  buffers: read them, copy before mutating (``board.copy_board`` into your
+  own scratch, or ``leaves.states()`` for ``GoState`` copies); they are
+  overwritten after the call returns.
+* ``leaves.legal``: bool ``[B, A]`` legal moves of the player to move (pass
+  last). ``leaves.to_play``: int8 ``[B]``. ``leaves.size``, ``leaves.komi``,
+  ``leaves.superko``, ``leaves.suicide``.
+* ``leaves.seeds``: int64 ``[B]`` drawn from ``run_mcts``'s ``rng``, for
+  stochastic evaluators (rollouts), so a search is deterministic for a fixed
+  ``rng``.
+* returns ``priors``: ``[B, A]`` non-negative weights or probabilities
+  (numpy or JAX). The search masks them with ``legal`` and renormalises, so a
+  plain softmax over all moves is fine; all-zero (or NaN) rows become uniform
+  over the legal moves. ``values``: ``[B]`` in ``[-1, 1]`` from the point of
+  view of the player to move at each leaf (+1 = that player wins).
+* ``B`` varies from call to call (1..``batch_size``); an evaluator built on a
+  jitted network pads to a fixed batch (see ``search.evaluators``) so JAX
+  compiles once. The network call is the only JAX work; everything else here
+  is numpy/Numba on the host.
+
+Evaluators (``search.evaluators``): ``uniform_evaluator`` (tests, speed),
+``value_evaluator`` (a Python value function of a ``GoState``, tests),
+``rollout_evaluator`` (uniform or given priors + Numba random rollouts scored
+Tromp-Taylor with komi: the search works before any value net exists),
+``mix_rollouts`` (AlphaGo's ``lam * value_net + (1 - lam) * rollout``) and
+``network_evaluator`` / ``policy_value_fn`` (features -> jitted net -> masked
+softmax priors and value).
+
+Selection
+---------
+At node ``s``, among legal actions only, maximise::
+
+    Q(s, a) + c_puct * P(s, a) * sqrt(N(s)) / (1 + N(s, a))
+
+``N(s)`` is the node's visit count (its own evaluation included) plus the
+virtual visits in flight; ``Q`` is from the chooser's view. Virtual loss: each
+in-flight path through an edge counts as one extra visit with value -1, so
+``Q = (W - VL) / (N + VL)``. First-play urgency for an edge with no visits
+(Leela Zero / KataGo style): ``Q_fpu = Q(s) - fpu_reduction *
+sqrt(sum of the priors of the visited children)``, ``Q(s)`` the node's mean
+value; ``root_fpu_reduction`` applies at the root (Leela Zero uses 0 there
+when it adds noise). Ties go to the higher prior, then the lower index.
+
+Batches, collisions
+-------------------
+Each round selects up to ``batch_size`` leaves one after another, virtual
+loss staying on every path until the round's backup, then evaluates all new
+leaves in one ``evaluate_fn`` call, expands them and backs up. A selection
+that ends on a node created earlier in the same round (not yet evaluated) is
+a *collision*: it is dropped (its virtual loss removed, nothing backed up);
+a round makes at most ``2 * want`` attempts and the search keeps going until
+exactly ``num_simulations`` visits were backed up. Terminal nodes (two
+passes) are scored exactly (``+1``/``-1``/``0`` for the player to move,
+Tromp-Taylor area with komi), never expanded, and may be visited by several
+paths of a round.
+
+Root, noise, temperature
+------------------------
+A fresh root is evaluated first (one call with ``B = 1``); it is not counted
+in ``num_simulations``. With ``tree=`` from ``advance`` (same position, same
+history, same komi) the subtree is kept and ``num_simulations`` *more*
+visits are added; otherwise a fresh tree is built. ``dirichlet_alpha`` mixes
+``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(alpha)`` into the
+root priors over the legal moves (fresh noise on each call; the clean priors
+stay in ``tree.raw_root_prior``). ``visit_probs`` is the root visit
+distribution (sums to 1). ``action``: temperature 0 takes the most visited
+move (ties: higher raw prior, then lower index); temperature ``T > 0``
+samples with probability proportional to ``N ** (1 / T)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+from numba import njit
+
+from alphalite import board as _board
+from alphalite.board import (
+    B_COLOR,
+    B_HIST,
+    B_META,
+    B_ZOB,
+    M_NHIST,
+    M_PASSES,
+    M_TOPLAY,
+    GoState,
+    area,
+    copy_board,
+    legal_mask,
+    play_flat,
+)
+from search.tree import Tree, advance
+
+__all__ = ["Leaves", "SearchOutput", "run_mcts", "advance", "Tree"]
+
+LEAF_NEW, LEAF_TERMINAL, LEAF_COLLIDE = 0, 1, 2
+
+
+class SearchOutput(NamedTuple):
+    action: int  # chosen move (flat, pass = size*size)
+    visit_probs: np.ndarray  # float32 [A]: root visit distribution, sums to 1
+    root_value: float  # mean root value, [-1, 1], root player to move's view
+    tree: Tree  # the search tree (pass to advance() for reuse)
+
+
+class Leaves:
+    """The batch handed to ``evaluate_fn`` (see the module docstring)."""
+
+    __slots__ = ("boards", "legal", "to_play", "seeds", "size", "komi", "superko", "suicide")
+
+    def __init__(self, boards, legal, to_play, seeds, size, komi, superko, suicide):
+        self.boards = boards  # list of B board tuples (read-only scratch)
+        self.legal = legal  # bool [B, A]
+        self.to_play = to_play  # int8 [B]
+        self.seeds = seeds  # int64 [B]
+        self.size = size
+        self.komi = komi
+        self.superko = superko
+        self.suicide = suicide
+
+    def __len__(self):
+        return len(self.boards)
+
+    def state(self, i: int) -> GoState:
+        """A ``GoState`` copy of leaf ``i`` (slow path, for tests and simple evaluators)."""
+        b = self.boards[i]
+        nh = int(b[B_META][M_NHIST])
+        hist = np.zeros(max(nh + 1, 2 * self.size * self.size + 16), np.int64)
+        hist[:nh] = b[B_HIST][:nh]
+        tup = tuple(a.copy() for a in b[:B_HIST]) + (hist,) + tuple(a.copy() for a in b[B_HIST + 1 : B_ZOB]) \
+            + (b[B_ZOB],)
+        return GoState(self.size, self.komi, self.superko, self.suicide, tup)
+
+    def states(self) -> list[GoState]:
+        return [self.state(i) for i in range(len(self))]
+
+
+# ---------------------------------------------------------------- kernels
+
+
+@njit(cache=True)
+def _terminal_value(S, to_play, komi):
+    black, white = area(S)
+    score = black - white - komi
+    if score > 0:
+        return float(to_play)
+    if score < 0:
+        return float(-to_play)
+    return 0.0
+
+
+@njit(cache=True)
+def _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, fpu_reduction):
+    A = cp.shape[1]
+    n_parent = nv[node] + nvl[node]
+    sq = math.sqrt(n_parent) if n_parent > 0 else 0.0
+    parent_q = nw[node] / nv[node] if nv[node] > 0 else 0.0
+    mass = 0.0
+    for a in range(A):
+        if cv[node, a] > 0:
+            mass += cp[node, a]
+    fpu = parent_q - fpu_reduction * math.sqrt(mass)
+    best = -1e300
+    best_a = -1
+    for a in range(A):
+        if not cl[node, a]:
+            continue
+        n = cv[node, a] + cvl[node, a]
+        if n > 0:
+            q = (cw[node, a] - cvl[node, a]) / n
+        else:
+            q = fpu
+        s = q + c_puct * cp[node, a] * sq / (1.0 + n)
+        if s > best or (s == best and cp[node, a] > cp[node, best_a]):
+            best = s
+            best_a = a
+    return best_a
+
+
+@njit(cache=True)
+def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, nexp, counter,
+            root, s_color, s_head, s_nxt, s_libs, s_gsize, s_mark, s_empt, s_epos, s_meta, s_hist, s_bloom,
+            want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, komi,
+            leaf_node, leaf_kind, leaf_slot, leaf_legal):
+    """Select up to ``want`` leaves (new or terminal) with virtual loss.
+    Returns (attempts made, new leaves). New leaf ``k``'s board is scratch
+    slot ``k`` with its legal mask in ``leaf_legal[k]``."""
+    zob = root[B_ZOB]
+    m = 0
+    got = 0
+    n_new = 0
+    while got < want and m < max_attempts:
+        k = n_new
+        S = (s_color[k], s_head[k], s_nxt[k], s_libs[k], s_gsize[k], s_mark[k], s_empt[k], s_epos[k],
+             s_meta[k], s_hist[k], s_bloom[k], zob)
+        copy_board(S, root)
+        node = 0
+        kind = LEAF_COLLIDE
+        while True:
+            if nterm[node]:
+                kind = LEAF_TERMINAL
+                break
+            if not nexp[node]:
+                kind = LEAF_COLLIDE
+                break
+            red = root_fpu_reduction if node == 0 else fpu_reduction
+            a = _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, red)
+            if a < 0:
+                raise RuntimeError("search: a non-terminal node has no legal move")
+            cvl[node, a] += 1
+            nvl[node] += 1
+            why = play_flat(S, a, ntp[node])
+            if why != 0:
+                raise RuntimeError("search: a move marked legal was refused by the board")
+            c = ci[node, a]
+            if c < 0:
+                c = counter[0]
+                if c >= ci.shape[0]:
+                    raise RuntimeError("search: tree capacity exceeded")
+                counter[0] = c + 1
+                ci[node, a] = c
+                par[c] = node
+                act[c] = a
+                meta = S[B_META]
+                ntp[c] = meta[M_TOPLAY]
+                node = c
+                if meta[M_PASSES] >= 2:
+                    nterm[c] = True
+                    nval[c] = _terminal_value(S, ntp[c], komi)
+                    kind = LEAF_TERMINAL
+                else:
+                    legal_mask(S, leaf_legal[k])
+                    kind = LEAF_NEW
+                break
+            node = c
+        leaf_node[m] = node
+        leaf_kind[m] = kind
+        leaf_slot[m] = -1
+        if kind == LEAF_NEW:
+            leaf_slot[m] = k
+            n_new += 1
+        if kind != LEAF_COLLIDE:
+            got += 1
+        m += 1
+    return m, n_new
+
+
+@njit(cache=True)
+def _backup(cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nexp,
+            m, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values):
+    """Expand the new leaves with their priors, back up values, remove virtual
+    loss. Returns the number of visits backed up."""
+    A = cp.shape[1]
+    done = 0
+    for j in range(m):
+        node = leaf_node[j]
+        kind = leaf_kind[j]
+        v = 0.0
+        if kind == LEAF_NEW:
+            k = leaf_slot[j]
+            total = 0.0
+            nlegal = 0
+            for a in range(A):
+                if leaf_legal[k, a]:
+                    nlegal += 1
+                    x = priors[k, a]
+                    if x > 0.0:  # NaN and negatives count as 0
+                        total += x
+            for a in range(A):
+                lg = leaf_legal[k, a]
+                cl[node, a] = lg
+                if not lg:
+                    cp[node, a] = 0.0
+                elif total > 0.0:
+                    x = priors[k, a]
+                    cp[node, a] = x / total if x > 0.0 else 0.0
+                else:
+                    cp[node, a] = 1.0 / nlegal
+            v = values[k]
+            if not (v == v):
+                v = 0.0
+            v = min(1.0, max(-1.0, v))
+            nval[node] = v
+            nexp[node] = True
+        elif kind == LEAF_TERMINAL:
+            v = nval[node]
+        me = ntp[node]
+        if kind != LEAF_COLLIDE:
+            nv[node] += 1
+            nw[node] += v
+            done += 1
+        n = node
+        while par[n] >= 0:
+            p = par[n]
+            a = act[n]
+            cvl[p, a] -= 1
+            nvl[p] -= 1
+            if kind != LEAF_COLLIDE:
+                s = v if ntp[p] == me else -v
+                cv[p, a] += 1
+                cw[p, a] += s
+                nv[p] += 1
+                nw[p] += s
+            n = p
+    return done
+
+
+# ---------------------------------------------------------------- host side
+
+
+class _Scratch:
+    """``slots`` stacked board tuples for the leaves of one round."""
+
+    def __init__(self, root_board, slots: int, hist_cap: int):
+        self.slots = slots
+        self.hist_cap = hist_cap
+        arrays = []
+        for i, a in enumerate(root_board[:B_ZOB]):
+            n = hist_cap if i == B_HIST else a.shape[0]
+            arrays.append(np.zeros((slots, n), a.dtype))
+        self.arrays = tuple(arrays)
+        zob = root_board[B_ZOB]
+        self.views = [tuple(a[k] for a in self.arrays) + (zob,) for k in range(slots)]
+
+
+def _as_generator(rng) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, (int, np.integer)):
+        return np.random.default_rng(int(rng))
+    try:  # a JAX key (raw uint32 or typed)
+        import jax
+
+        data = jax.random.key_data(rng) if jax.dtypes.issubdtype(rng.dtype, jax.dtypes.prng_key) else rng
+        return np.random.default_rng(np.asarray(data).astype(np.uint32).ravel())
+    except Exception as e:  # noqa: BLE001 - re-raised as a clear TypeError
+        raise TypeError(f"rng must be a numpy Generator, an int seed or a JAX key, got {type(rng)}") from e
+
+
+def _same_position(a: GoState, b: GoState) -> bool:
+    if a is b:
+        return True
+    if (a.size, a.komi, a.superko, a.suicide) != (b.size, b.komi, b.superko, b.suicide):
+        return False
+    ma, mb = a.board_tuple[B_META], b.board_tuple[B_META]
+    if not np.array_equal(ma, mb):
+        # generation counters may differ; compare the rules-relevant slots
+        keep = [_board.M_TOPLAY, _board.M_KO, _board.M_PASSES, _board.M_HASH, M_NHIST]
+        if not np.array_equal(ma[keep], mb[keep]):
+            return False
+    nh = int(ma[M_NHIST])
+    return (np.array_equal(a.board_tuple[B_HIST][:nh], b.board_tuple[B_HIST][:nh])
+            and np.array_equal(a.board_tuple[B_COLOR], b.board_tuple[B_COLOR]))
+
+
+def _tree_args(t: Tree):
+    return (t.children_index, t.children_prior, t.children_legal, t.children_visits, t.children_value_sum,
+            t.children_virtual, t.node_visits, t.node_value_sum, t.node_value, t.node_virtual, t.parents,
+            t.action_from_parent, t.node_to_play, t.node_terminal, t.node_expanded, t.counter)
+
+
+def _backup_args(t: Tree):
+    return (t.children_prior, t.children_legal, t.children_visits, t.children_value_sum, t.children_virtual,
+            t.node_visits, t.node_value_sum, t.node_value, t.node_virtual, t.parents, t.action_from_parent,
+            t.node_to_play, t.node_expanded)
+
+
+def _evaluate(evaluate_fn, params, leaves: Leaves, A: int):
+    priors, values = evaluate_fn(params, leaves)
+    priors = np.asarray(priors, np.float32)
+    values = np.asarray(values, np.float32).reshape(-1)
+    B = len(leaves)
+    if priors.ndim != 2 or priors.shape[0] < B or priors.shape[1] != A or values.shape[0] < B:
+        raise ValueError(f"evaluate_fn must return priors [{B}, {A}] and values [{B}], "
+                         f"got {priors.shape} and {values.shape}")
+    return np.ascontiguousarray(priors[:B]), np.ascontiguousarray(values[:B])
+
+
+def run_mcts(
+    params: Any,
+    rng,
+    root_state: GoState,
+    evaluate_fn: Callable[[Any, Leaves], tuple[Any, Any]],
+    *,
+    num_simulations: int,
+    batch_size: int = 8,
+    c_puct: float = 1.5,
+    fpu_reduction: float = 0.25,
+    root_fpu_reduction: float | None = None,
+    dirichlet_alpha: float | None = None,
+    dirichlet_fraction: float = 0.25,
+    temperature: float = 0.0,
+    tree: Tree | None = None,
+) -> SearchOutput:
+    """PUCT search from ``root_state``; see the module docstring.
+
+    ``params`` is passed through to ``evaluate_fn``. ``rng``: numpy Generator
+    (or int seed, or JAX key). ``num_simulations`` leaf visits are added (the
+    root's own evaluation not counted). ``batch_size``: leaves per
+    ``evaluate_fn`` call. ``root_fpu_reduction`` defaults to
+    ``fpu_reduction``. ``dirichlet_alpha=None`` adds no noise (e.g. 0.03 for
+    19x19, 0.1-0.3 on small boards in self-play). ``tree``: a tree from
+    ``advance`` to reuse. Raises ValueError if the game is over."""
+    if root_state.is_over:
+        raise ValueError("run_mcts: the game is over (two passes)")
+    if num_simulations < 0 or batch_size < 1:
+        raise ValueError("run_mcts: num_simulations must be >= 0 and batch_size >= 1")
+    gen = _as_generator(rng)
+    size = root_state.size
+    A = size * size + 1
+    root_board = root_state.board_tuple
+    if root_fpu_reduction is None:
+        root_fpu_reduction = fpu_reduction
+    komi = float(root_state.komi)
+
+    if tree is None or not _same_position(tree.root_state, root_state):
+        tree = Tree(root_state, num_simulations + 1 + 2 * batch_size)
+    else:
+        tree.root_state = root_state
+
+    def leaves_for(scr, n, legal):
+        seeds = gen.integers(0, 2**62, size=n, dtype=np.int64)
+        return Leaves(scr.views[:n], legal[:n], scr.arrays[B_META][:n, M_TOPLAY].astype(np.int8), seeds,
+                      size, komi, root_state.superko, root_state.suicide)
+
+    root_nhist = int(root_board[B_META][M_NHIST])
+    slots = max(1, batch_size)
+    scratch = None
+    leaf_legal = np.zeros((slots, A), np.bool_)
+    max_attempts = 2 * batch_size
+    leaf_node = np.zeros(max_attempts, np.int64)
+    leaf_kind = np.zeros(max_attempts, np.int64)
+    leaf_slot = np.zeros(max_attempts, np.int64)
+
+    def make_scratch():
+        # a path is never longer than the number of nodes
+        return _Scratch(root_board, slots, root_nhist + tree.capacity + 8)
+
+    scratch = make_scratch()
+
+    # Root evaluation.
+    if not tree.node_expanded[0]:
+        S = scratch.views[0]
+        copy_board(S, root_board)
+        legal_mask(S, leaf_legal[0])
+        leaf_node[0] = 0
+        leaf_kind[0] = LEAF_NEW
+        leaf_slot[0] = 0
+        priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, 1, leaf_legal), A)
+        _backup(*_backup_args(tree), 1, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values)
+
+    # Root noise (fresh each call, on the clean priors).
+    if tree.raw_root_prior is not None:
+        tree.children_prior[0] = tree.raw_root_prior
+        tree.raw_root_prior = None
+    if dirichlet_alpha is not None and dirichlet_fraction > 0:
+        legal = tree.children_legal[0]
+        idx = np.flatnonzero(legal)
+        noise = gen.dirichlet(np.full(idx.size, float(dirichlet_alpha)))
+        tree.raw_root_prior = tree.children_prior[0].copy()
+        p = tree.children_prior[0]
+        p[idx] = (1.0 - dirichlet_fraction) * p[idx] + dirichlet_fraction * noise
+
+    done = 0
+    empty_priors = np.zeros((1, A), np.float32)
+    empty_values = np.zeros(1, np.float32)
+    while done < num_simulations:
+        want = min(batch_size, num_simulations - done)
+        if tree.ensure_capacity(tree.num_nodes + max_attempts):
+            scratch = make_scratch()
+        m, n_new = _select(*_tree_args(tree), root_board, *scratch.arrays, want, max_attempts,
+                           float(c_puct), float(fpu_reduction), float(root_fpu_reduction), komi,
+                           leaf_node, leaf_kind, leaf_slot, leaf_legal)
+        if n_new:
+            priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, leaf_legal), A)
+        else:
+            priors, values = empty_priors, empty_values
+        done += _backup(*_backup_args(tree), m, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values)
+
+    visits = tree.children_visits[0].astype(np.float64)
+    total = visits.sum()
+    prior = tree.raw_root_prior if tree.raw_root_prior is not None else tree.children_prior[0]
+    if total > 0:
+        visit_probs = (visits / total).astype(np.float32)
+    else:
+        visit_probs = prior.astype(np.float32) / max(float(prior.sum()), 1e-30)
+    action = _choose(visits if total > 0 else prior.astype(np.float64), prior, tree.children_legal[0],
+                     temperature, gen)
+    return SearchOutput(action, visit_probs, tree.value(0), tree)
+
+
+def _choose(counts, prior, legal, temperature, gen) -> int:
+    if temperature <= 0:
+        best = counts.max()
+        cand = np.flatnonzero((counts == best) & legal)
+        if cand.size == 0:
+            cand = np.flatnonzero(legal)
+        return int(cand[np.argmax(prior[cand])])
+    mask = (counts > 0) & legal
+    if not mask.any():
+        mask = legal
+        counts = np.ones_like(counts)
+    logc = np.where(mask, np.log(np.maximum(counts, 1e-300)) / temperature, -np.inf)
+    p = np.exp(logc - logc.max())
+    p /= p.sum()
+    return int(gen.choice(counts.shape[0], p=p))

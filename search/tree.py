@@ -1,0 +1,220 @@
+"""The search tree as preallocated arrays (mctx style), root at node 0.
+
+``N`` is the node capacity, ``A = size*size + 1`` the number of actions (pass
+last). Node 0 is the root; ``parents[0] == -1``.
+
+Perspective. ``node_value_sum[n]`` and ``node_value[n]`` are from the point
+of view of the player to move *at* node ``n`` (``node_to_play[n]``).
+``children_value_sum[n, a]`` is from the point of view of the player to move
+at ``n`` (the one choosing ``a``), so ``Q(n, a) = children_value_sum[n, a] /
+children_visits[n, a]`` is what PUCT maximises at ``n``; with alternating
+turns ``children_value_sum[n, a] == -node_value_sum[children_index[n, a]]``
+and ``children_visits[n, a] == node_visits[children_index[n, a]]``.
+
+Visits. A non-terminal node is evaluated once (its expansion), so for an
+expanded node ``node_visits[n] == 1 + children_visits[n].sum()``; a terminal
+node (two passes) is never expanded and counts each visit, with the exact
+Tromp-Taylor value each time. After ``run_mcts`` on a fresh tree the root has
+``num_simulations + 1`` visits.
+
+Boards are not stored: a node's position is replayed from ``root_state``
+along the real path (``parents``/``action_from_parent``), so legality,
+ko and superko always come from the node's true history.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alphalite import board as _board
+
+
+class Tree:
+    """Array-based PUCT tree. Fields (``N`` nodes of capacity, ``A`` actions)::
+
+        children_index      int32   [N, A]  child node, -1 = not created
+        children_prior      float32 [N, A]  masked, normalised prior (0 if illegal)
+        children_legal      bool    [N, A]  legal at that node (real path, superko)
+        children_visits     int32   [N, A]
+        children_value_sum  float64 [N, A]  from the chooser's (node's) view
+        children_virtual    int32   [N, A]  virtual losses in flight (0 at rest)
+        node_visits         int32   [N]
+        node_value_sum      float64 [N]     from node_to_play's view
+        node_value          float32 [N]     the evaluation (or exact terminal value)
+        node_virtual        int32   [N]     paths in flight through the node
+        parents             int32   [N]     -1 for the root
+        action_from_parent  int32   [N]     -1 for the root
+        node_to_play        int8    [N]     +1 black, -1 white
+        node_terminal       bool    [N]     two passes: scored exactly, never expanded
+        node_expanded       bool    [N]     priors and legality set
+        counter             int64   [1]     nodes in use (``num_nodes``)
+
+    ``root_state`` is the ``GoState`` at node 0. ``raw_root_prior`` holds the
+    root priors before Dirichlet noise (None when no noise was applied).
+    """
+
+    ARRAYS2 = ("children_index", "children_prior", "children_legal", "children_visits",
+               "children_value_sum", "children_virtual")
+    ARRAYS1 = ("node_visits", "node_value_sum", "node_value", "node_virtual", "parents",
+               "action_from_parent", "node_to_play", "node_terminal", "node_expanded")
+
+    def __init__(self, root_state, capacity: int):
+        self.root_state = root_state
+        self.num_actions = root_state.size * root_state.size + 1
+        self.raw_root_prior = None
+        cap = max(int(capacity), 1)
+        A = self.num_actions
+        self.children_index = np.full((cap, A), -1, np.int32)
+        self.children_prior = np.zeros((cap, A), np.float32)
+        self.children_legal = np.zeros((cap, A), np.bool_)
+        self.children_visits = np.zeros((cap, A), np.int32)
+        self.children_value_sum = np.zeros((cap, A), np.float64)
+        self.children_virtual = np.zeros((cap, A), np.int32)
+        self.node_visits = np.zeros(cap, np.int32)
+        self.node_value_sum = np.zeros(cap, np.float64)
+        self.node_value = np.zeros(cap, np.float32)
+        self.node_virtual = np.zeros(cap, np.int32)
+        self.parents = np.full(cap, -1, np.int32)
+        self.action_from_parent = np.full(cap, -1, np.int32)
+        self.node_to_play = np.zeros(cap, np.int8)
+        self.node_terminal = np.zeros(cap, np.bool_)
+        self.node_expanded = np.zeros(cap, np.bool_)
+        self.counter = np.zeros(1, np.int64)
+        # The root exists from the start (not yet expanded).
+        self.counter[0] = 1
+        self.node_to_play[0] = root_state.to_play
+        self.node_terminal[0] = root_state.is_over
+
+    # ------------------------------------------------------------ size
+
+    @property
+    def capacity(self) -> int:
+        return self.node_visits.shape[0]
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.counter[0])
+
+    @property
+    def size(self) -> int:
+        return self.root_state.size
+
+    def ensure_capacity(self, need: int) -> bool:
+        """Grow (doubling) so that ``need`` nodes fit; True if it grew."""
+        cap = self.capacity
+        if need <= cap:
+            return False
+        new = max(need, 2 * cap)
+        for name in self.ARRAYS2 + self.ARRAYS1:
+            old = getattr(self, name)
+            fill = -1 if name in ("children_index", "parents", "action_from_parent") else 0
+            arr = np.full((new,) + old.shape[1:], fill, old.dtype)
+            arr[:cap] = old
+            setattr(self, name, arr)
+        return True
+
+    # ------------------------------------------------------------ stats
+
+    def q(self, node: int = 0) -> np.ndarray:
+        """float64 [A]: mean value of each child from the chooser's view (NaN if unvisited)."""
+        n = self.children_visits[node]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n > 0, self.children_value_sum[node] / np.maximum(n, 1), np.nan)
+
+    def value(self, node: int = 0) -> float:
+        """Mean value of ``node`` from its player to move's view."""
+        v = int(self.node_visits[node])
+        return float(self.node_value_sum[node] / v) if v else 0.0
+
+    def principal_variation(self, node: int = 0, max_len: int = 32) -> list[int]:
+        """Most-visited line from ``node`` (flat moves)."""
+        pv = []
+        while len(pv) < max_len and self.node_expanded[node]:
+            visits = self.children_visits[node]
+            a = int(np.argmax(visits))
+            if visits[a] == 0:
+                break
+            pv.append(a)
+            node = int(self.children_index[node, a])
+            if node < 0:
+                break
+        return pv
+
+    def root_analysis(self, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
+        """Per visited root move (most visits first): move, visits, q (root
+        player's view, [-1, 1]), winrate (0..1), prior (raw, before noise),
+        lcb (winrate lower bound), pv. What ``lz-analyze`` prints."""
+        prior = self.raw_root_prior if self.raw_root_prior is not None else self.children_prior[0]
+        visits = self.children_visits[0]
+        order = np.lexsort((-prior, -visits))
+        out = []
+        for a in order:
+            n = int(visits[a])
+            if n < min_visits:
+                break
+            q = float(self.children_value_sum[0, a] / n)
+            wr = 0.5 * (q + 1.0)
+            lcb = wr - 1.96 * np.sqrt(max(wr * (1 - wr), 0.0025) / n)
+            child = int(self.children_index[0, a])
+            pv = [int(a)] + (self.principal_variation(child, pv_len - 1) if child >= 0 else [])
+            out.append(dict(move=int(a), visits=n, q=q, winrate=wr, prior=float(prior[a]),
+                            lcb=float(lcb), pv=pv))
+        return out
+
+    def check(self) -> None:
+        """Assert the bookkeeping invariants (tests; O(nodes * A))."""
+        n = self.num_nodes
+        assert not self.children_virtual[:n].any() and not self.node_virtual[:n].any()
+        for node in range(n):
+            kids = self.children_index[node]
+            for a in np.flatnonzero(kids >= 0):
+                c = kids[a]
+                assert self.parents[c] == node and self.action_from_parent[c] == a
+                assert self.children_visits[node, a] == self.node_visits[c]
+                sign = 1.0 if self.node_to_play[node] == self.node_to_play[c] else -1.0
+                assert np.isclose(self.children_value_sum[node, a], sign * self.node_value_sum[c])
+                assert self.children_legal[node, a]
+            if self.node_expanded[node]:
+                assert self.node_visits[node] == 1 + self.children_visits[node].sum()
+                assert not (self.children_visits[node] > 0)[~self.children_legal[node]].any()
+
+
+def _subtree_nodes(children_index: np.ndarray, root: int) -> np.ndarray:
+    """Nodes of the subtree under ``root`` in BFS order (root first)."""
+    parts = [np.array([root], np.int64)]
+    frontier = parts[0]
+    while frontier.size:
+        kids = children_index[frontier].ravel()
+        frontier = kids[kids >= 0].astype(np.int64)
+        if frontier.size:
+            parts.append(frontier)
+    return np.concatenate(parts)
+
+
+def advance(tree: Tree, action: int) -> Tree:
+    """The tree after ``action`` is played at the root: the chosen child's
+    subtree, re-rooted at 0 with its statistics unchanged; the new root state
+    is ``play(tree.root_state, action)`` (so the superko history is the real
+    one). Chain it for several moves (opponent's move, then ours). If the
+    child was never expanded the result is a fresh tree. Raises
+    ``board.IllegalMove`` if ``action`` is illegal at the root."""
+    state = _board.play(tree.root_state, int(action))
+    child = int(tree.children_index[0, action]) if tree.node_expanded[0] else -1
+    if child < 0 or not tree.node_expanded[child]:
+        return Tree(state, 1 + max(tree.capacity // 2, 1))
+    nodes = _subtree_nodes(tree.children_index, child)
+    new = Tree(state, max(nodes.size, tree.capacity))
+    k = nodes.size
+    remap = np.full(tree.capacity + 1, -1, np.int64)  # index -1 maps to remap[-1] == -1
+    remap[nodes] = np.arange(k)
+    ci = tree.children_index[nodes]
+    new.children_index[:k] = np.where(ci >= 0, remap[ci], -1)
+    for name in ("children_prior", "children_legal", "children_visits", "children_value_sum",
+                 "node_visits", "node_value_sum", "node_value", "action_from_parent", "node_to_play",
+                 "node_terminal", "node_expanded"):
+        getattr(new, name)[:k] = getattr(tree, name)[nodes]
+    new.parents[:k] = remap[tree.parents[nodes]]
+    new.parents[0] = -1
+    new.action_from_parent[0] = -1
+    new.counter[0] = k
+    return new
