@@ -1,0 +1,63 @@
+"""GtpClient against a tiny scripted engine (no GNU Go needed)."""
+
+import sys
+
+import pytest
+
+from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout
+
+FAKE = r"""
+import sys, time
+for line in sys.stdin:
+    cmd = line.split()
+    if not cmd:
+        continue
+    if cmd[0] == "quit":
+        print("=\n", flush=True); break
+    elif cmd[0] == "name":
+        print("= fake\n", flush=True)
+    elif cmd[0] == "multi":
+        print("=7 one\ntwo\n", flush=True)
+    elif cmd[0] == "die":
+        sys.exit(3)
+    elif cmd[0] == "sleep":
+        time.sleep(1.5)
+    else:
+        print("? unknown command\n", flush=True)
+"""
+
+
+@pytest.fixture
+def fake():
+    eng = GtpClient([sys.executable, "-c", FAKE], timeout=10)
+    yield eng
+    eng.close()
+
+
+def test_answers_errors_and_close(fake):
+    assert fake.send("name") == "fake"
+    assert fake.send("multi") == "one\ntwo"
+    with pytest.raises(GtpError, match="unknown command"):
+        fake.send("bogus")
+    assert fake.send("name") == "fake"  # still in step after an error
+    with pytest.raises(ValueError):
+        fake.send("name\nname")
+    fake.close()
+    assert not fake.alive
+
+
+def test_dead_engine(fake):
+    with pytest.raises(GtpEngineDied):
+        fake.send("die")
+    with pytest.raises(GtpEngineDied):
+        fake.send("name")
+
+
+def test_timeout(fake):
+    with pytest.raises(GtpTimeout):
+        fake.send("sleep", timeout=0.3)
+
+
+def test_missing_program():
+    with pytest.raises(FileNotFoundError):
+        GtpClient(["/nonexistent/engine"])
