@@ -54,7 +54,8 @@ in-flight path through an edge counts as one extra visit with value -1, so
 ``Q = (W - VL) / (N + VL)``. First-play urgency for an edge with no visits
 (Leela Zero / KataGo style): ``Q_fpu = Q(s) - fpu_reduction *
 sqrt(sum of the priors of the visited children)``, ``Q(s)`` the node's mean
-value; ``root_fpu_reduction`` applies at the root (Leela Zero uses 0 there
+value, never below -1 (an untried move is no worse than a certain loss);
+``root_fpu_reduction`` applies at the root (Leela Zero uses 0 there
 when it adds noise). Ties go to the higher prior, then the lower index.
 
 Batches, collisions
@@ -177,7 +178,7 @@ def _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, fpu_reduction):
     for a in range(A):
         if cv[node, a] > 0:
             mass += cp[node, a]
-    fpu = parent_q - fpu_reduction * math.sqrt(mass)
+    fpu = max(parent_q - fpu_reduction * math.sqrt(mass), -1.0)
     best = -1e300
     best_a = -1
     for a in range(A):

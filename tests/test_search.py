@@ -1,0 +1,402 @@
+"""Search on tiny boards with fake evaluators."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alphalite import board, coords
+from search import advance, run_mcts
+from search.evaluators import (
+    mix_rollouts,
+    network_evaluator,
+    rollout_evaluator,
+    uniform_evaluator,
+    value_evaluator,
+)
+from search.mcts import Leaves
+from search.rollout import RolloutScratch, rollout_value
+
+# Black to play: one move (C1) captures seven white stones. With komi 12.5
+# Black loses by 2.5 unless it captures, and wins the whole board if it does.
+CAPTURE = """
+X X X X .
+X O O O X
+X O O O X
+X X O X X
+. X . X .
+"""
+CAPTURE_MOVE = coords.to_flat(4, 2, 5)
+
+# A simple ko on 4x4: Black captures at C3 (row 1, col 2); White may not
+# retake at B3 (row 1, col 1) at once; White at A4 (0, 0) is suicide.
+KO = """
+. X O .
+X O . O
+. X O .
+. . . .
+"""
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def sign_area(state):
+    """A static value: who wins if the game stopped now, for the player to move."""
+    return float(np.sign(board.area_score(state))) * state.to_play
+
+
+def replay(root, tree, node):
+    path = []
+    while tree.parents[node] >= 0:
+        path.append(int(tree.action_from_parent[node]))
+        node = int(tree.parents[node])
+    s = root
+    for a in reversed(path):
+        s = board.play(s, a)
+    return s
+
+
+def check_tree_against_board(root, tree):
+    """Every node's legality, player to move and terminal flag agree with the
+    position reached by really playing its path (superko included)."""
+    for node in range(tree.num_nodes):
+        s = replay(root, tree, node)
+        assert tree.node_to_play[node] == s.to_play
+        assert tree.node_terminal[node] == s.is_over
+        if tree.node_expanded[node]:
+            np.testing.assert_array_equal(tree.children_legal[node], board.legal_moves(s))
+        if s.is_over:
+            assert tree.node_value[node] == np.sign(board.area_score(s)) * s.to_play
+
+
+@pytest.mark.parametrize("batch_size", [1, 8, 32])
+def test_finds_the_winning_capture(batch_size):
+    s = board.parse_diagram(CAPTURE, komi=12.5)
+    # a misleading prior: pass 20 times likelier than any other move
+    def prior(st):
+        p = np.full(26, 0.05, np.float32)
+        p[25] = 1.0
+        return p
+
+    out = run_mcts(None, rng(), s, value_evaluator(sign_area, prior), num_simulations=120,
+                   batch_size=batch_size)
+    assert out.action == CAPTURE_MOVE
+    assert out.visit_probs[CAPTURE_MOVE] == out.visit_probs.max()
+    assert out.root_value > (0.3 if batch_size < 32 else 0.0)  # 4 rounds of 32: virtual loss spreads
+    out.tree.check()
+    assert out.tree.node_visits[0] == 121
+
+
+def test_rollouts_find_the_winning_capture():
+    s = board.parse_diagram(CAPTURE, komi=12.5)
+    out = run_mcts(None, rng(1), s, rollout_evaluator(), num_simulations=100, batch_size=8)
+    assert out.action == CAPTURE_MOVE
+    assert out.root_value > 0.3
+
+
+@pytest.mark.parametrize("point", [(2, 2), (1, 3)])
+def test_follows_the_value_functions_preference(point):
+    liked = coords.to_flat(*point, 5)
+
+    def likes_point(st):  # Black wants a stone on `liked`
+        good = board.stones(st)[point] == board.BLACK
+        return (1.0 if good else -1.0) * st.to_play
+
+    out = run_mcts(None, rng(), board.new_game(5, 0.5), value_evaluator(likes_point),
+                   num_simulations=150, batch_size=8)
+    assert out.action == liked
+    assert out.visit_probs[liked] > 0.5
+    assert out.root_value > 0.5
+
+
+@pytest.mark.parametrize("batch_size", [1, 8, 32])
+def test_visits_and_values_add_up(batch_size):
+    s = board.play(board.new_game(5, 0.5), 12)
+    out = run_mcts(None, rng(3), s, rollout_evaluator(), num_simulations=200, batch_size=batch_size)
+    t = out.tree
+    t.check()  # parent/child visit and value sums, no virtual loss left
+    assert t.node_visits[0] == 201
+    assert t.children_visits[0].sum() == 200
+    np.testing.assert_allclose(out.visit_probs.sum(), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(out.visit_probs, t.children_visits[0] / 200, rtol=1e-6)
+    assert out.root_value == pytest.approx(t.node_value_sum[0] / t.node_visits[0])
+    # the value sum of a node is its own evaluation plus its children's, signed
+    for node in range(t.num_nodes):
+        if t.node_expanded[node]:
+            assert t.node_value_sum[node] == pytest.approx(
+                t.node_value[node] + t.children_value_sum[node].sum())
+    # every node's sum is over values in [-1, 1]
+    assert (np.abs(t.node_value_sum[: t.num_nodes]) <= t.node_visits[: t.num_nodes] + 1e-9).all()
+    check_tree_against_board(s, t)
+
+
+def test_reuse_keeps_the_right_subtree():
+    s = board.new_game(5, 0.5)
+    out = run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=300, batch_size=8)
+    t = out.tree
+    a = out.action
+    c = int(t.children_index[0, a])
+    b = int(np.argmax(t.children_visits[c]))  # the reply we will pretend the opponent plays
+    g = int(t.children_index[c, b])
+    old_child = {k: getattr(t, k)[c].copy() for k in t.ARRAYS2 + ("node_visits", "node_value_sum")}
+    old_grand = {k: getattr(t, k)[g].copy() for k in t.ARRAYS2 + ("node_visits", "node_value_sum")}
+    size_before = len(np.flatnonzero(_subtree_mask(t, c)))
+
+    t1 = advance(t, a)
+    t1.check()
+    assert t1.num_nodes == size_before
+    assert t1.root_state.hash == board.play(s, a).hash
+    for k, v in old_child.items():
+        if k == "children_index":
+            np.testing.assert_array_equal(getattr(t1, k)[0] >= 0, v >= 0)
+        else:
+            np.testing.assert_array_equal(getattr(t1, k)[0], v)
+    check_tree_against_board(t1.root_state, t1)
+
+    t2 = advance(t1, b)  # two moves ahead: ours, then the opponent's
+    t2.check()
+    for k, v in old_grand.items():
+        if k != "children_index":
+            np.testing.assert_array_equal(getattr(t2, k)[0], v)
+    s2 = board.play(board.play(s, a), b)
+    check_tree_against_board(s2, t2)
+
+    # searching on adds exactly num_simulations visits to the kept statistics
+    before = int(t2.node_visits[0])
+    out2 = run_mcts(None, rng(), s2, rollout_evaluator(), num_simulations=50, batch_size=8, tree=t2)
+    assert out2.tree is t2
+    assert t2.node_visits[0] == before + 50
+    t2.check()
+    check_tree_against_board(s2, t2)
+
+    # a tree for another position is not reused
+    other = board.play(board.play(s, a), (b + 1) % 25 if (b + 1) % 25 != a else (b + 2) % 25)
+    out3 = run_mcts(None, rng(), other, rollout_evaluator(), num_simulations=10, batch_size=4,
+                    tree=advance(t1, b))
+    assert out3.tree.node_visits[0] == 11
+
+
+def _subtree_mask(t, root):
+    mask = np.zeros(t.num_nodes, bool)
+    for node in range(t.num_nodes):
+        n = node
+        while n >= 0 and n != root:
+            n = int(t.parents[n])
+        mask[node] = n == root
+    return mask
+
+
+def test_advance_to_an_unexpanded_child_gives_a_fresh_tree():
+    s = board.new_game(5, 0.5)
+    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=3, batch_size=1)
+    unvisited = int(np.flatnonzero(out.tree.children_visits[0] == 0)[0])
+    t = advance(out.tree, unvisited)
+    assert t.num_nodes == 1 and not t.node_expanded[0]
+    with pytest.raises(board.IllegalMove):
+        advance(out.tree, 26)
+
+
+def test_terminal_positions_scored_exactly():
+    # Black is ahead on the board; White has just passed. Black's pass ends the
+    # game: its value is exact, so with a flat evaluator (value 0 everywhere)
+    # the search passes.
+    s = board.parse_diagram(CAPTURE, komi=0.5, to_play=board.WHITE)
+    s = board.play(s, 25)  # white passes, black to play
+    assert s.to_play == board.BLACK and s.passes == 1
+    out = run_mcts(None, rng(), s, uniform_evaluator(0.0), num_simulations=60, batch_size=8)
+    t = out.tree
+    p = int(t.children_index[0, 25])
+    assert t.node_terminal[p] and not t.node_expanded[p]
+    assert t.node_value[p] == -1.0  # White to move at the end, and White lost
+    assert t.children_value_sum[0, 25] == t.children_visits[0, 25]  # every visit exactly +1 for Black
+    assert out.action == 25
+    t.check()
+
+    # Behind if the game ended now (komi 12.5): the search does not pass,
+    # it captures.
+    s = board.play(board.parse_diagram(CAPTURE, komi=12.5, to_play=board.WHITE), 25)
+    out = run_mcts(None, rng(), s, value_evaluator(sign_area), num_simulations=60, batch_size=8)
+    assert out.action == CAPTURE_MOVE
+    p = int(out.tree.children_index[0, 25])
+    if p >= 0:
+        assert out.tree.node_value[p] == 1.0  # White, to move at the end, won
+    check_tree_against_board(s, out.tree)
+
+
+def test_game_over_raises():
+    s = board.play(board.play(board.new_game(5, 0.5), 25), 25)
+    with pytest.raises(ValueError):
+        run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=4)
+
+
+def test_illegal_moves_never_chosen_suicide_ko_superko():
+    s = board.parse_diagram(KO, komi=0.5)
+    s = board.play(s, coords.to_flat(1, 2, 4))  # Black takes the ko
+    ko, suicide = coords.to_flat(1, 1, 4), coords.to_flat(0, 0, 4)
+    legal = board.legal_moves(s)
+    assert not legal[ko] and not legal[suicide]
+    # a value function that would love the illegal points
+    def loves_illegal(st):
+        st_ = board.stones(st)
+        return (1.0 if st_[1, 1] == board.WHITE or st_[0, 0] == board.WHITE else -1.0) * -st.to_play
+
+    for bs in (1, 8, 32):
+        out = run_mcts(None, rng(bs), s, rollout_evaluator(), num_simulations=300, batch_size=bs)
+        t = out.tree
+        assert out.action not in (ko, suicide)
+        assert t.children_visits[0, ko] == 0 and t.children_visits[0, suicide] == 0
+        assert not t.children_legal[0, ko] and not t.children_legal[0, suicide]
+        assert out.visit_probs[ko] == 0 and out.visit_probs[suicide] == 0
+        check_tree_against_board(s, t)  # superko: legality from each node's real path
+    out = run_mcts(None, rng(), s, value_evaluator(loves_illegal), num_simulations=100, batch_size=8)
+    assert out.action not in (ko, suicide)
+    check_tree_against_board(s, out.tree)
+
+
+def test_superko_inside_the_tree():
+    # Deep search on a ko fight: nodes that would repeat a position of their
+    # own path (not just the last one) must have the move masked.
+    s = board.parse_diagram(KO, komi=0.5)
+    out = run_mcts(None, rng(7), s, rollout_evaluator(), num_simulations=600, batch_size=8)
+    t = out.tree
+    check_tree_against_board(s, t)
+    # every path is free of repeated positions
+    for node in range(t.num_nodes):
+        path, n = [], node
+        while t.parents[n] >= 0:
+            path.append(int(t.action_from_parent[n]))
+            n = int(t.parents[n])
+        st, seen = s, {(s.hash)}
+        for a in reversed(path):
+            st = board.play(st, a)
+            if a != 16:
+                assert st.hash not in seen
+            seen.add(st.hash)
+
+
+def test_dirichlet_noise_changes_root_priors():
+    s = board.parse_diagram(KO, komi=0.5)
+    out0 = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=64, batch_size=8)
+    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=64, batch_size=8,
+                   dirichlet_alpha=0.3, dirichlet_fraction=0.25)
+    t = out.tree
+    raw = t.raw_root_prior
+    np.testing.assert_allclose(raw, out0.tree.children_prior[0])
+    assert not np.allclose(t.children_prior[0], raw)
+    legal = t.children_legal[0]
+    assert (t.children_prior[0][~legal] == 0).all()
+    np.testing.assert_allclose(t.children_prior[0].sum(), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(out.visit_probs.sum(), 1.0, rtol=1e-6)
+    assert (out.visit_probs[~legal] == 0).all()
+    # noise is fresh on each call, and the clean priors are what it is mixed into
+    out2 = run_mcts(None, rng(9), s, uniform_evaluator(), num_simulations=8, batch_size=8, tree=t,
+                    dirichlet_alpha=0.3)
+    np.testing.assert_allclose(out2.tree.raw_root_prior, raw)
+    out3 = run_mcts(None, rng(9), s, uniform_evaluator(), num_simulations=8, batch_size=8, tree=t)
+    assert out3.tree.raw_root_prior is None
+    np.testing.assert_allclose(out3.tree.children_prior[0], raw)
+
+
+def test_temperature():
+    s = board.new_game(4, 0.5)
+    out = run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=100, batch_size=8)
+    visits = out.tree.children_visits[0]
+    assert visits[out.action] == visits.max()
+    chosen = set()
+    for seed in range(20):
+        o = run_mcts(None, rng(seed), s, uniform_evaluator(), num_simulations=40, batch_size=8,
+                     temperature=1.0)
+        assert o.tree.children_visits[0, o.action] > 0
+        chosen.add(o.action)
+    assert len(chosen) > 1
+    # temperature 0 with tied visits: the higher prior wins
+    def prior(st):
+        p = np.ones(17, np.float32)
+        p[5] = 2.0
+        return p
+
+    o = run_mcts(None, rng(), s, value_evaluator(lambda st: 0.0, prior), num_simulations=0)
+    assert o.action == 5
+
+
+def test_deterministic_for_a_fixed_rng():
+    s = board.new_game(5, 0.5)
+    kw = dict(num_simulations=120, batch_size=8, dirichlet_alpha=0.5, temperature=1.0)
+    a = run_mcts(None, rng(42), s, rollout_evaluator(), **kw)
+    b = run_mcts(None, rng(42), s, rollout_evaluator(), **kw)
+    c = run_mcts(None, rng(43), s, rollout_evaluator(), **kw)
+    assert a.action == b.action
+    np.testing.assert_array_equal(a.tree.children_visits[0], b.tree.children_visits[0])
+    np.testing.assert_array_equal(a.visit_probs, b.visit_probs)
+    assert a.root_value == b.root_value
+    assert not np.array_equal(a.tree.children_visits[0], c.tree.children_visits[0])
+
+
+def test_leaves_contract():
+    s = board.play(board.parse_diagram(KO, komi=0.5), coords.to_flat(1, 2, 4))
+    seen = []
+
+    def evaluate(params, leaves):
+        assert params == "params"
+        assert isinstance(leaves, Leaves) and 1 <= len(leaves) <= 4
+        assert leaves.legal.shape == (len(leaves), 17) and leaves.seeds.shape == (len(leaves),)
+        for i, st in enumerate(leaves.states()):
+            np.testing.assert_array_equal(board.legal_moves(st), leaves.legal[i])
+            assert st.to_play == leaves.to_play[i] and st.komi == 0.5
+        seen.append(len(leaves))
+        # raw, unnormalised weights with mass on illegal points are fine
+        return np.ones((len(leaves), 17)) * 3.0, np.zeros(len(leaves))
+
+    out = run_mcts("params", rng(), s, evaluate, num_simulations=30, batch_size=4)
+    assert seen[0] == 1 and max(seen) <= 4
+    p = out.tree.children_prior[0]
+    legal = out.tree.children_legal[0]
+    np.testing.assert_allclose(p[legal], 1.0 / legal.sum())
+    assert (p[~legal] == 0).all()
+
+    with pytest.raises(ValueError):
+        run_mcts(None, rng(), s, lambda params, leaves: (np.ones((len(leaves), 5)), np.zeros(len(leaves))),
+                 num_simulations=4)
+
+
+def test_rollout_value_and_mix():
+    s = board.parse_diagram(CAPTURE, komi=12.5)
+    done = board.play(board.play(s, CAPTURE_MOVE), 25)
+    b = done.board_tuple
+    before = [a.copy() for a in b]
+    rs = RolloutScratch()
+    r = np.array([5], np.int64)
+    # after the capture Black owns the board: every rollout is a Black win
+    v = rollout_value(b, rs.get(b, 100), r, 100, 12.5, 8)
+    assert v == 1.0  # Black to move (White passed), and Black wins every time
+    for x, y in zip(before, b):
+        np.testing.assert_array_equal(x, y)
+
+    const = uniform_evaluator(0.5)
+    leaves = Leaves([done.board_tuple], board.legal_moves(done)[None], np.array([done.to_play], np.int8),
+                    np.array([1], np.int64), 5, 12.5, True, False)
+    _, v1 = mix_rollouts(const, 1.0)(None, leaves)
+    _, v0 = mix_rollouts(const, 0.0)(None, leaves)
+    _, vh = mix_rollouts(const, 0.5)(None, leaves)
+    assert v1[0] == pytest.approx(0.5) and v0[0] == pytest.approx(1.0) and vh[0] == pytest.approx(0.75)
+
+
+def test_network_evaluator_pads_and_masks():
+    calls = []
+
+    def net_fn(params, planes, legal):
+        calls.append(planes.shape)
+        logits = np.zeros(legal.shape, np.float32) + params
+        e = np.where(legal, np.exp(logits), 0.0)
+        return e / e.sum(-1, keepdims=True), np.full(planes.shape[0], 0.25, np.float32)
+
+    ev = network_evaluator(net_fn, preset="default", pad_to=8)
+    s = board.play(board.parse_diagram(KO, komi=0.5), coords.to_flat(1, 2, 4))
+    out = run_mcts(0.0, rng(), s, ev, num_simulations=20, batch_size=8)
+    assert all(shape == (8, 4, 4, 17) for shape in calls)
+    assert out.tree.node_value[0] == pytest.approx(0.25)
+    legal = out.tree.children_legal[0]
+    np.testing.assert_allclose(out.tree.children_prior[0][legal], 1.0 / legal.sum(), rtol=1e-6)
+    out.tree.check()
