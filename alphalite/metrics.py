@@ -70,7 +70,7 @@ class MovePredictionStats:
             b = int(b)
             self.bucket_n[b] = self.bucket_n.get(b, 0) + 1
             self.bucket_hits[b] = self.bucket_hits.get(b, 0) + int(h)
-        last2 = moves_left <= 2
+        last2 = moves_left < 2  # 0 = the record's last move
         self.last2_n += int(last2.sum())
         self.last2_hits += int(hit[last2].sum())
 
