@@ -565,6 +565,43 @@ def play_flat(B, move, stone):
 
 
 @njit(cache=True)
+def replay(B, moves, n):
+    """Play flat ``moves[:n]`` in turn order with full legality checks.
+
+    Returns how many were played: ``n``, or the index of the first illegal
+    move (the board then holds the position before it). One call for a whole
+    game, so the board tuple is unpacked once rather than per move."""
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    nxt = B[B_NXT]
+    libs = B[B_LIBS]
+    gsize = B[B_GSIZE]
+    mark = B[B_MARK]
+    empt = B[B_EMPT]
+    epos = B[B_EPOS]
+    meta = B[B_META]
+    hist = B[B_HIST]
+    bloom = B[B_BLOOM]
+    zob = B[B_ZOB]
+    size = meta[M_SIZE]
+    W = size + 2
+    for i in range(n):
+        move = moves[i]
+        if meta[M_PASSES] >= 2 or move < 0 or move > size * size:
+            return i
+        if move == size * size:
+            do_pass(B)
+            continue
+        r = move // size
+        p = (r + 1) * W + (move - r * size) + 1
+        stone = meta[M_TOPLAY]
+        if _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone) != LEGAL:
+            return i
+        _place(color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob, p, stone)
+    return n
+
+
+@njit(cache=True)
 def legal_mask(B, out):
     """Fill bool ``out[size*size+1]`` for the player to move (pass last)."""
     color = B[B_COLOR]

@@ -424,3 +424,21 @@ def test_random_play_invariants(superko, suicide):
     assert "occupied" in reasons and "ko" in reasons
     if not suicide:
         assert "suicide" in reasons
+
+
+def test_replay_kernel_matches_play_and_stops_at_illegal():
+    rng = np.random.default_rng(3)
+    t = bd.new_game(9)
+    seq = []
+    for _ in range(60):
+        legal = np.flatnonzero(bd.legal_moves(t))
+        m = int(rng.choice(legal[:-1])) if len(legal) > 1 else 81
+        seq.append(m)
+        t = bd.play(t, m)
+    b = bd.new_game(9).copy_tuple(extra_history=100)
+    assert bd.replay(b, np.array(seq, np.int64), len(seq)) == len(seq)
+    assert np.array_equal(b[bd.B_COLOR], t.board_tuple[bd.B_COLOR])
+    assert b[bd.B_META][bd.M_HASH] == t.hash
+    bad = np.array(seq[:10] + [seq[3]] + seq[11:], np.int64)  # replays an occupied point
+    b = bd.new_game(9).copy_tuple(extra_history=100)
+    assert bd.replay(b, bad, len(bad)) == 10
