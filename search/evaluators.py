@@ -114,13 +114,16 @@ def _next_pow2(n: int) -> int:
     return p
 
 
-def network_evaluator(net_fn: Callable, *, preset: str = "default", pad_to: int | None = None) -> Callable:
+def network_evaluator(net_fn: Callable, *, preset: str = "default", pad_to: int | None = None,
+                      random_symmetry: bool = False) -> Callable:
     """``evaluate_fn`` over a network function ``net_fn(params, planes,
     legal) -> (priors, values)`` (see ``policy_value_fn``). Leaves are
     encoded with ``features.encode_into`` (preset ``preset``) into a reused
     buffer padded to ``pad_to`` rows (default: the next power of two), so a
     jitted ``net_fn`` sees at most a few shapes. Padding rows are empty
-    boards with every move legal."""
+    boards with every move legal. ``random_symmetry``: each leaf is shown
+    to the net under one of the 8 board symmetries (drawn from
+    ``leaves.seeds``) and its policy mapped back, as Leela Zero does."""
     from alphalite import features
 
     pid = features.preset_id(preset)
@@ -136,13 +139,26 @@ def network_evaluator(net_fn: Callable, *, preset: str = "default", pad_to: int 
             buf["key"] = key
             buf["planes"] = np.zeros((rows, n, n, C), np.float32)
             buf["legal"] = np.ones((rows, n * n + 1), np.bool_)
+            buf["tmp"] = np.zeros((n, n, C), np.float32)
         planes, legal = buf["planes"], buf["legal"]
-        for i, b in enumerate(leaves.boards):
-            features.encode_into(b, pid, planes[i])
+        ks = None
+        if random_symmetry:
+            table = features.sym_move_table(n)  # a stone on m lands on table[k, m]
+            ks = (np.asarray(leaves.seeds) >> 7) % 8
+            for i, b in enumerate(leaves.boards):
+                features.encode_into(b, pid, buf["tmp"])
+                features.transform_planes_into(buf["tmp"], int(ks[i]), planes[i])
+                legal[i, table[ks[i]]] = leaves.legal[i]
+        else:
+            for i, b in enumerate(leaves.boards):
+                features.encode_into(b, pid, planes[i])
+            legal[:B] = leaves.legal
         planes[B:] = 0.0
-        legal[:B] = leaves.legal
         legal[B:] = True
         priors, values = net_fn(params, planes, legal)
-        return np.asarray(priors)[:B], np.asarray(values)[:B]
+        priors = np.asarray(priors)[:B]
+        if ks is not None:  # back to the leaf's own orientation
+            priors = np.take_along_axis(priors, table[ks], axis=1)
+        return priors, np.asarray(values)[:B]
 
     return evaluate

@@ -88,6 +88,7 @@ samples with probability proportional to ``N ** (1 / T)``.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -410,6 +411,8 @@ def run_mcts(
     dirichlet_fraction: float = 0.25,
     temperature: float = 0.0,
     tree: Tree | None = None,
+    max_seconds: float | None = None,
+    callback: Callable[[Tree, int], bool] | None = None,
 ) -> SearchOutput:
     """PUCT search from ``root_state``; see the module docstring.
 
@@ -419,7 +422,12 @@ def run_mcts(
     ``evaluate_fn`` call. ``root_fpu_reduction`` defaults to
     ``fpu_reduction``. ``dirichlet_alpha=None`` adds no noise (e.g. 0.03 for
     19x19, 0.1-0.3 on small boards in self-play). ``tree``: a tree from
-    ``advance`` to reuse. Raises ValueError if the game is over."""
+    ``advance`` to reuse. ``max_seconds``: stop after the round in which this
+    much wall time has passed (at least one round runs). ``callback(tree,
+    visits_done)`` is called after every round (progress, ``lz-analyze``
+    output, pondering); returning True stops the search. Stopping early
+    leaves fewer than ``num_simulations`` visits; the tree stays
+    consistent. Raises ValueError if the game is over."""
     if root_state.is_over:
         raise ValueError("run_mcts: the game is over (two passes)")
     if num_simulations < 0 or batch_size < 1:
@@ -480,6 +488,7 @@ def run_mcts(
         p = tree.children_prior[0]
         p[idx] = (1.0 - dirichlet_fraction) * p[idx] + dirichlet_fraction * noise
 
+    t_end = None if max_seconds is None else time.perf_counter() + float(max_seconds)
     done = 0
     empty_priors = np.zeros((1, A), np.float32)
     empty_values = np.zeros(1, np.float32)
@@ -495,6 +504,10 @@ def run_mcts(
         else:
             priors, values = empty_priors, empty_values
         done += _backup(*_backup_args(tree), m, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values)
+        if callback is not None and callback(tree, done):
+            break
+        if t_end is not None and time.perf_counter() >= t_end:
+            break
 
     visits = tree.children_visits[0].astype(np.float64)
     total = visits.sum()

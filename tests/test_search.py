@@ -400,3 +400,50 @@ def test_network_evaluator_pads_and_masks():
     legal = out.tree.children_legal[0]
     np.testing.assert_allclose(out.tree.children_prior[0][legal], 1.0 / legal.sum(), rtol=1e-6)
     out.tree.check()
+
+
+def test_network_evaluator_random_symmetry_maps_policy_back():
+    # An equivariant fake net: weight 1 + 9 * (own stones next to the point),
+    # read from the planes it is shown. Mapped back, the prior must peak on
+    # the neighbours of the real stone whatever symmetry was drawn.
+    def net_fn(params, planes, legal):
+        own = planes[..., 0:4].sum(-1)  # [B, n, n]
+        B, n = own.shape[0], own.shape[1]
+        p = np.pad(own, ((0, 0), (1, 1), (1, 1)))
+        nb = p[:, :-2, 1:-1] + p[:, 2:, 1:-1] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:]
+        w = np.concatenate([1.0 + 9.0 * nb.reshape(B, n * n), np.ones((B, 1))], axis=1)
+        w = np.where(legal, w, 0.0)
+        return w / w.sum(-1, keepdims=True), np.zeros(B, np.float32)
+
+    s = board.play(board.play(board.new_game(5, 0.5), coords.to_flat(1, 1, 5)), 25)  # Black B4, White passes
+    nbrs = [coords.to_flat(r, c, 5) for r, c in ((0, 1), (1, 0), (1, 2), (2, 1))]
+    ev = network_evaluator(net_fn, random_symmetry=True)
+    for k in range(8):
+        leaves = Leaves([s.board_tuple], board.legal_moves(s)[None], np.array([s.to_play], np.int8),
+                        np.array([k << 7], np.int64), 5, 0.5, True, False)
+        priors, _ = ev(None, leaves)
+        p = priors[0]
+        assert p[coords.to_flat(1, 1, 5)] == 0.0
+        np.testing.assert_allclose(p[nbrs], p.max())
+        others = np.setdiff1d(np.arange(25), nbrs + [6])
+        assert (p[others] < p.max() / 5).all()
+        np.testing.assert_allclose(p.sum(), 1.0, rtol=1e-6)
+    out = run_mcts(None, rng(), s, ev, num_simulations=16, batch_size=4)
+    assert out.tree.children_prior[0].argmax() in nbrs
+
+
+def test_callback_and_time_limit_stop_the_search():
+    s = board.new_game(5, 0.5)
+    seen = []
+
+    def cb(tree, done):
+        seen.append(done)
+        return done >= 24
+
+    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=200, batch_size=8, callback=cb)
+    assert seen == [8, 16, 24]
+    assert out.tree.node_visits[0] == 25
+    out.tree.check()
+    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=10**6, batch_size=8, max_seconds=0.0)
+    assert out.tree.node_visits[0] == 9
+    np.testing.assert_allclose(out.visit_probs.sum(), 1.0, rtol=1e-6)
