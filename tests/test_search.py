@@ -447,3 +447,26 @@ def test_callback_and_time_limit_stop_the_search():
     out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=10**6, batch_size=8, max_seconds=0.0)
     assert out.tree.node_visits[0] == 9
     np.testing.assert_allclose(out.visit_probs.sum(), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("batch_size", [8, 32])
+def test_collisions_on_a_tiny_tree(batch_size):
+    # 2x2: a handful of positions, so big batches keep selecting the same
+    # leaves and terminal nodes. Each node is evaluated exactly once, the
+    # visit count is exact, and no virtual loss is left behind.
+    s = board.new_game(2, 0.5)
+    sizes = []
+    inner = rollout_evaluator()
+
+    def evaluate(params, leaves):
+        sizes.append(len(leaves))
+        return inner(params, leaves)
+
+    out = run_mcts(None, rng(), s, evaluate, num_simulations=150, batch_size=batch_size)
+    t = out.tree
+    t.check()
+    assert t.node_visits[0] == 151
+    assert sum(sizes) == int(t.node_expanded[: t.num_nodes].sum())
+    assert max(sizes) <= batch_size
+    assert t.node_terminal[: t.num_nodes].any()
+    check_tree_against_board(s, t)
