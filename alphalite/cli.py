@@ -96,6 +96,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except _user_errors() as e:
+        print(f"alphalite: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors caused by input (bad file, checkpoint, config): one line, no traceback."""
+    from alphalite.checkpoint import CheckpointError
+    from alphalite.coords import CoordError
+
+    errors: list[type[BaseException]] = [CheckpointError, CoordError, FileNotFoundError, ValueError]
+    for mod, name in (("alphalite.dataset", "DatasetError"), ("alphalite.sgf", "SgfError")):
+        m = sys.modules.get(mod)
+        if m is not None:
+            errors.append(getattr(m, name))
+    return tuple(errors)
 
 
 if __name__ == "__main__":

@@ -145,6 +145,44 @@ def make_predict(model, masked: bool = True):
     return jax.jit(predict)
 
 
+def prefetch(iterator, depth: int = 4):
+    """Run ``iterator`` in a daemon thread, ``depth`` items ahead. The loader's
+    Numba kernels release the GIL, so replay overlaps the train step."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def work():
+        try:
+            for item in iterator:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+
+    threading.Thread(target=work, daemon=True).start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
 def variables_of(state) -> dict:
     v = {"params": state.params}
     if state.batch_stats:
@@ -214,10 +252,10 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
 
     train_step = make_train_step(cfg.masked)
     predict = make_predict(model, cfg.masked)
-    loader = dataset.iterate_batches(
+    loader = prefetch(dataset.iterate_batches(
         cfg.data, split="train", batch_size=cfg.batch_size, preset=cfg.preset, seed=cfg.seed,
         symmetries=cfg.symmetries, winner_only=cfg.winner_only, include_passes=cfg.include_passes,
-        board_size=size, start_batch=step)
+        board_size=size, start_batch=step))
 
     def val_batches():
         return dataset.iterate_eval(cfg.data, split="val", batch_size=256, preset=cfg.preset,
@@ -246,7 +284,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     window = {"loss": 0.0, "accuracy": 0.0, "n": 0, "t": time.time()}
     last = {}
     bar = tqdm(total=cfg.total_steps, initial=step, desc="sl", unit="step", disable=not progress,
-               dynamic_ncols=True)
+               dynamic_ncols=True, mininterval=2.0)
     stopped = "finished"
     try:
         while step < cfg.total_steps:

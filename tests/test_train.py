@@ -1,0 +1,233 @@
+"""Supervised training: the thesis's sanity experiments, the train loop on
+the shipped sample, resume after kill -9, Ctrl-C, and eval-policy."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from alphalite import board, checkpoint, config, features, nets, train
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "tests" / "data" / "tygem-sample.tar.gz"
+
+
+def _fit(model, planes, moves, steps, lr=3e-3, batch=64, seed=0):
+    """Train ``model`` on a fixed set with the real train_step; return top-1."""
+    n, size = planes.shape[0], planes.shape[1]
+    legal = np.ones((n, size * size + 1), bool)
+    tx = optax.adam(lr)
+    state = train.create_state(model, tx, jax.random.PRNGKey(seed), jnp.asarray(planes[:1]))
+    step = train.make_train_step(masked=False)
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        idx = rng.integers(0, n, batch)
+        state, _ = step(state, {"planes": planes[idx], "moves": moves[idx], "legal": legal[idx]})
+    predict = train.make_predict(model, masked=False)
+    logp = np.asarray(predict(train.variables_of(state), planes, legal))
+    return float((logp.argmax(1) == moves).mean())
+
+
+def test_thesis_sanity_one_stone_5x5():
+    """The thesis's experiment 1: a 5x5 board holding one stone; predict its point."""
+    size = 5
+    planes, moves = [], []
+    for m in range(size * size):
+        for colour in (board.BLACK, board.WHITE):
+            b = np.zeros((size, size), np.int8)
+            b.flat[m] = colour
+            planes.append(features.encode(board.from_stones(b), "thesis3"))
+            moves.append(m)
+    planes, moves = np.stack(planes), np.array(moves, np.int32)
+    model = nets.make_model("thesis", size, 3, filters=16)
+    t = time.time()
+    acc = _fit(model, planes, moves, steps=150)
+    assert acc >= 0.99, acc
+    assert time.time() - t < 120
+
+
+def test_thesis_sanity_missing_corner_of_square_19x19():
+    """The thesis's experiment 2: a 2x2 square of one colour with one stone
+    missing; predict the missing point, or pass when the square is complete."""
+    size = 19
+    rng = np.random.default_rng(1)
+    planes, moves = [], []
+    for r in range(size - 1):
+        for c in range(size - 1):
+            colour = board.BLACK if rng.random() < 0.5 else board.WHITE
+            pts = [(r, c), (r, c + 1), (r + 1, c), (r + 1, c + 1)]
+            for missing in range(5):  # 4 = complete square -> pass
+                b = np.zeros((size, size), np.int8)
+                for i, (rr, cc) in enumerate(pts):
+                    if i != missing:
+                        b[rr, cc] = colour
+                planes.append(features.encode(board.from_stones(b), "thesis3"))
+                moves.append(pts[missing][0] * size + pts[missing][1] if missing < 4 else size * size)
+    planes, moves = np.stack(planes), np.array(moves, np.int32)
+    model = nets.make_model("thesis", size, 3, filters=16)
+    acc = _fit(model, planes, moves, steps=600, lr=3e-3)
+    assert acc >= 0.99, acc
+
+
+def test_optimizers_and_schedules_build():
+    for opt in ("sgd", "adam", "adamw", "adagrad", "adadelta"):
+        for sched in ("constant", "cosine", "clark"):
+            cfg = train.SLConfig(optimizer=opt, schedule=sched, total_steps=100)
+            tx, schedule = train.make_optimizer(cfg)
+            assert float(schedule(0)) >= 0.0
+    cfg = train.SLConfig(schedule="clark", learning_rate=0.05, total_steps=100)
+    _, schedule = train.make_optimizer(cfg)
+    assert [round(float(schedule(s)), 6) for s in (0, 69, 71, 89, 91)] == [0.05, 0.05, 0.01, 0.01, 0.005]
+
+
+def test_config_rejects_unknown_and_bad_values():
+    with pytest.raises(ValueError, match="unknown config keys"):
+        config.from_dict(train.SLConfig, {"learning_rte": 0.1})
+    with pytest.raises(ValueError, match="must be one of"):
+        config.from_dict(train.SLConfig, {"optimizer": "lion"})
+    with pytest.raises(ValueError, match="must be int"):
+        config.from_dict(train.SLConfig, {"batch_size": "big"})
+    cfg = config.from_dict(train.SLConfig, {"learning_rate": 1})
+    assert cfg.learning_rate == 1.0
+
+
+@pytest.fixture(scope="module")
+def sample_data(tmp_path_factory):
+    from alphalite import dataset
+
+    out = tmp_path_factory.mktemp("data") / "sample"
+    dataset.build([SAMPLE], out, jobs=1, val_frac=0.1, test_frac=0.1)
+    return out
+
+
+def _tiny_args(data, workdir, steps, every):
+    return ["--data", str(data), "--workdir", str(workdir), "--model", "b1c8", "--batch-size", "16",
+            "--optimizer", "sgd", "--learning-rate", "0.01", "--schedule", "constant",
+            "--warmup-steps", "2", "--total-steps", str(steps), "--checkpoint-every", str(every),
+            "--eval-every", "1000", "--eval-positions", "64", "--log-every", "2", "--quiet"]
+
+
+def _run_sl(args, **kw):
+    return subprocess.Popen([sys.executable, str(ROOT / "run_sl.py"), *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _steps(ckpt_dir: Path) -> list[int]:
+    """Finished checkpoint steps (Orbax writes N.orbax-checkpoint-tmp first)."""
+    return [int(d.name) for d in ckpt_dir.glob("*") if d.name.isdigit()] if ckpt_dir.exists() else []
+
+
+def _params(workdir):
+    _, variables = checkpoint.load_variables(workdir)  # best/ or ckpt/
+    mgr = checkpoint.manager(Path(workdir) / "ckpt", max_to_keep=None)
+    import orbax.checkpoint as ocp
+
+    out = mgr.restore(mgr.latest_step(), args=ocp.args.Composite(state=ocp.args.StandardRestore(),
+                                                                 meta=ocp.args.JsonRestore()))
+    return out.state, out.meta
+
+
+def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):
+    steps = 24
+    ref = tmp_path / "ref"
+    p = _run_sl(_tiny_args(sample_data, ref, steps, 4))
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-2000:]
+
+    run = tmp_path / "killed"
+    p = _run_sl(_tiny_args(sample_data, run, steps, 4))
+    deadline = time.time() + 240
+    while time.time() < deadline:  # kill -9 once a checkpoint beyond step 8 exists
+        done = _steps(run / "ckpt")
+        if any(s >= 8 for s in done) or p.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "run finished before it could be killed"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    killed_at = max(_steps(run / "ckpt"))
+    assert 8 <= killed_at < steps
+
+    p = _run_sl(_tiny_args(sample_data, run, steps, 4))
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-2000:]
+    assert f"resumed {run} at step {killed_at}" in out
+    a, meta_a = _params(ref)
+    b, meta_b = _params(run)
+    assert meta_a["step"] == meta_b["step"] == steps
+    flat_a = jax.tree_util.tree_leaves(a["params"]) + jax.tree_util.tree_leaves(a["opt_state"])
+    flat_b = jax.tree_util.tree_leaves(b["params"]) + jax.tree_util.tree_leaves(b["opt_state"])
+    assert len(flat_a) == len(flat_b)
+    for x, y in zip(flat_a, flat_b):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+
+
+def test_ctrl_c_saves_and_exits(sample_data, tmp_path):
+    run = tmp_path / "intr"
+    p = _run_sl(_tiny_args(sample_data, run, 100000, 1000))
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        recs = checkpoint.read_jsonl(run / "metrics.jsonl")
+        if any(r.get("step", 0) >= 6 for r in recs):
+            break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-2000:]
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["stopped"] == "interrupted" and res["step"] >= 6
+    _, meta = _params(run)
+    assert meta["step"] == res["step"]
+    assert "Traceback" not in err
+
+
+def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path):
+    cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=8,
+                         eval_every=4, eval_positions=64, checkpoint_every=4, log_every=2,
+                         optimizer="adam", learning_rate=1e-3)
+    res = train.train_and_evaluate(cfg, tmp_path / "run", progress=False)
+    assert res["step"] == 8 and res["stopped"] == "finished"
+    run = tmp_path / "run"
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["model"] == "b1c8" and saved["board_size"] == 19
+    recs = checkpoint.read_jsonl(run / "metrics.jsonl")
+    assert any("val_top1" in r for r in recs) and any("loss" in r for r in recs)
+    assert (run / "plots" / "loss.png").stat().st_size > 1000
+    assert (run / "plots" / "accuracy.png").stat().st_size > 1000
+    # A different config in the same folder is refused.
+    with pytest.raises(ValueError, match="different config"):
+        train.train_and_evaluate(train.SLConfig(**{**config.to_dict(cfg), "model": "b2c8"}), run,
+                                 progress=False)
+    # Export and evaluate on raw SGF (the sample archive) through the CLI.
+    from alphalite import cli
+
+    model_dir = tmp_path / "model"
+    assert cli.main(["export", str(run), "--out", str(model_dir)]) == 0
+    ev = train.evaluate_checkpoint(str(model_dir), [str(SAMPLE)], max_games=5,
+                                   plot_dir=str(tmp_path / "plots"))
+    assert ev["positions"] > 500
+    assert 0.0 <= ev["top1"] <= ev["top5"] <= 1.0
+    assert ev["illegal_top1"] == 0
+    assert 1.0 <= ev["mean_rank"] <= 362
+    assert ev["last_two_moves"]["n"] == 10
+    assert (tmp_path / "plots" / "topk.png").exists()
+    assert ev["topk_curve"] == sorted(ev["topk_curve"])
+
+
+def test_eval_policy_missing_checkpoint_is_one_line_error(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "alphalite.cli", "eval-policy", "--checkpoint",
+                        str(tmp_path / "nope"), str(SAMPLE)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode != 0
+    assert "Traceback" not in p.stderr
+    assert "checkpoint not found" in p.stderr
