@@ -166,9 +166,16 @@ def _remember(meta, hist, bloom, h):
 
 
 @njit(cache=True, inline="always")
-def _seen(meta, hist, bloom, h):
+def maybe_seen(bloom, h):
+    """False when position hash ``h`` is certainly not in the superko history
+    (the Bloom filter misses); True means: scan the history to be sure."""
     idx = h & (BLOOM_WORDS * 64 - 1)
-    if (bloom[idx >> 6] >> (idx & 63)) & 1 == 0:
+    return (bloom[idx >> 6] >> (idx & 63)) & 1 != 0
+
+
+@njit(cache=True, inline="always")
+def _seen(meta, hist, bloom, h):
+    if not maybe_seen(bloom, h):
         return False
     for i in range(meta[M_NHIST]):
         if hist[i] == h:

@@ -76,7 +76,6 @@ from alphalite.board import (
     B_META,
     B_ZOB,
     BLACK,
-    BLOOM_WORDS,
     EMPTY,
     KO,
     LEGAL,
@@ -91,6 +90,7 @@ from alphalite.board import (
     WHITE,
     _zi,
     legal_reason,
+    maybe_seen,
 )
 
 THESIS3, CLARK7, BOOK11, DEFAULT = 0, 1, 2, 3
@@ -130,8 +130,7 @@ def _quick_reason(color, head, libs, zob, bloom, p, me, W, ko, superko, h0):
     A call per point that passes the 12-array board tuple costs several times
     the check itself, so the caller asks ``legal_reason`` only when this
     returns -1: a capture, a possible suicide, or a superko Bloom-filter hit
-    (the filter is read exactly as ``board._seen`` reads it; a miss means the
-    position was never seen)."""
+    (``board.maybe_seen``; a miss means the position was never seen)."""
     if color[p] != EMPTY:
         return OCCUPIED
     if p == ko:
@@ -152,9 +151,7 @@ def _quick_reason(color, head, libs, zob, bloom, p, me, W, ko, superko, h0):
         return -1
     if not superko:
         return LEGAL
-    h = h0 ^ zob[_zi(me), p]
-    idx = h & (BLOOM_WORDS * 64 - 1)
-    if (bloom[idx >> 6] >> (idx & 63)) & 1 == 0:
+    if not maybe_seen(bloom, h0 ^ zob[_zi(me), p]):
         return LEGAL
     return -1
 
