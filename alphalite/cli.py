@@ -46,6 +46,31 @@ def _export(args):
     return 0
 
 
+def _gtp(args):
+    from alphalite import gtp
+
+    return gtp.run(args)
+
+
+def _add_gtp_arguments(p) -> None:
+    # Kept here, not imported from alphalite.gtp, so `alphalite --help` stays instant.
+    p.add_argument("--engine", choices=("random", "policy", "mcts"), default="mcts", help="move chooser")
+    p.add_argument("--checkpoint", help="policy net: exported model folder or run folder")
+    p.add_argument("--value-checkpoint", help="value net for mcts (mixed with rollouts by --lambda)")
+    p.add_argument("--lambda", dest="lam", type=float, default=0.5,
+                   help="leaf value = lambda * value net + (1 - lambda) * rollout")
+    p.add_argument("--visits", type=int, default=400, help="mcts visits per move (a cap under a clock)")
+    p.add_argument("--batch", type=int, default=8, help="leaves per network call")
+    p.add_argument("--temperature", type=float, default=0.0, help="policy engine: 0 = best move, > 0 samples")
+    p.add_argument("--resign-threshold", type=float, default=0.1, help="resign below this winrate (0..1)")
+    p.add_argument("--resign-moves", type=int, default=3, help="... for this many own moves in a row")
+    p.add_argument("--no-resign", action="store_true", help="never resign")
+    p.add_argument("--komi", type=float, default=7.5)
+    p.add_argument("--size", type=int, default=19, help="initial board size (boardsize changes it)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--score-playouts", type=int, default=128, help="random playouts per dead-stone estimate")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="alphalite", description="AlphaGo-style Go engine")
     sub = p.add_subparsers(dest="command", required=True)
@@ -86,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("run", help="run folder")
     ex.add_argument("--out", required=True, help="output model folder")
     ex.set_defaults(func=_export)
+
+    g = sub.add_parser("gtp", help="play over GTP on stdin/stdout (GUIs, servers, referees)")
+    _add_gtp_arguments(g)
+    g.set_defaults(func=_gtp)
     return p
 
 

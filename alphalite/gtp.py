@@ -1,0 +1,1061 @@
+"""GTP engine: ``cmd_<name>`` handlers dispatched by name, one pure ``handle``.
+
+::
+
+    eng = Engine(EngineConfig(engine="random", size=9))
+    eng.handle("1 genmove b")   # -> "=1 E5\\n\\n"
+
+``Engine.handle(line) -> str`` returns the whole framed response (``""`` for
+a line that carries no command); only ``serve`` (the main loop) touches
+stdout, and logs go to stderr. Framing follows GTP 2: the id is echoed on
+``=`` and ``?``; every response ends with exactly one blank line and holds
+none inside; input lines lose control characters (CR included) and ``#``
+comments, tabs become spaces, empty lines are ignored. Every handler runs
+inside a catch-all, so no input line can crash or desynchronise the engine
+(an unexpected error answers ``? internal error: ...``); a failing ``play``
+leaves the board as it was.
+
+Errors use the canonical texts: ``unknown command``, ``syntax error``,
+``illegal move``, ``unacceptable size``, ``cannot undo``, ``board not
+empty``, ``invalid number of stones``, ``cannot load file``.
+
+The engine answers ``name`` and ``protocol_version`` at once on start-up:
+Numba warm-up and network loading run in a background thread that
+``genmove`` waits for. Streaming analysis (``lz-analyze``,
+``lz-genmove_analyze``) is done by ``Engine.stream`` from the main loop,
+which stops it when the next input line arrives; through ``handle`` the same
+commands run a short search and answer once.
+
+Players (``--engine``): ``random``, ``policy`` (policy net; argmax or
+sampling), ``mcts`` (PUCT with policy priors and rollout values, a value net
+mixed in with ``--lambda``). A network only plays the board size it was
+trained on; on other sizes the engine falls back to rollout MCTS with
+uniform priors and says so on stderr. Time control, resigning, passing and
+scoring: see ``alphalite.timecontrol`` and ``alphalite.players``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from typing import Callable
+
+NAME = "alphalite"
+VERSION = "0.1.0"
+PROTOCOL_VERSION = "2"
+BLACK, WHITE = 1, -1
+STREAMING = ("lz-analyze", "lz-genmove_analyze")
+
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_ID = re.compile(r"[0-9]+\Z")
+_VERTEX = re.compile(r"[A-Za-z][0-9]{1,2}\Z")
+
+
+class GtpFailure(Exception):
+    """A handler's way of answering ``? message``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    engine: str = "random"  # random | policy | mcts
+    checkpoint: str | None = None  # policy net: exported model folder or run folder
+    value_checkpoint: str | None = None  # value net (mcts): mixed with rollouts by lam
+    lam: float = 0.5  # leaf value = lam * value net + (1 - lam) * rollout (with a value net)
+    visits: int = 400  # mcts visits per move without a clock (a cap with one)
+    batch: int = 8  # leaves per network call
+    temperature: float = 0.0  # policy engine: 0 = argmax, > 0 samples p ** (1 / T)
+    resign_threshold: float = 0.1  # winrate below which a move counts towards resigning
+    resign_moves: int = 3  # consecutive such moves before resigning
+    resign: bool = True
+    komi: float = 7.5
+    size: int = 19
+    seed: int = 0
+    score_playouts: int = 128  # random playouts for dead stones (final_score, cleanup, passing)
+    superko: bool = True
+
+
+@dataclasses.dataclass
+class Command:
+    id: str  # "" when none was given
+    name: str
+    args: list[str]
+
+
+def clean_line(raw: str) -> str:
+    """GTP preprocessing: control characters but HT/LF removed, ``#``
+    comments cut, HT -> space, surrounding space stripped."""
+    line = _CONTROL.sub("", raw.replace("\t", " "))
+    if "#" in line:
+        line = line[: line.index("#")]
+    return line.strip()
+
+
+def parse(raw: str) -> Command | None:
+    """A preprocessed input line as a Command; None for an empty line."""
+    words = clean_line(raw).split()
+    if not words:
+        return None
+    ident = ""
+    if _ID.match(words[0]):
+        ident = words.pop(0)
+    if not words:
+        return Command(ident, "", [])
+    return Command(ident, words[0], words[1:])
+
+
+def _sanitize(body: str) -> str:
+    """A response body that cannot break the framing: no CR, no control
+    characters, no blank lines inside, no trailing newline."""
+    body = body.replace("\r", "").replace("\t", " ")
+    lines = [_CONTROL.sub("", ln).rstrip() for ln in body.split("\n")]
+    if not lines:
+        return ""
+    first, rest = lines[0], [ln for ln in lines[1:] if ln.strip()]
+    return "\n".join([first] + rest)
+
+
+def frame(ident: str, ok: bool, body: str) -> str:
+    body = _sanitize(body)
+    head = ("=" if ok else "?") + ident
+    if body.startswith("\n"):
+        return f"{head}{body}\n\n"
+    return f"{head} {body}\n\n" if body else f"{head}\n\n"
+
+
+def _gtp_name(method: str) -> str:
+    name = method[len("cmd_"):]
+    for prefix in ("kgs_", "lz_", "gogui_", "alphalite_"):
+        if name.startswith(prefix):
+            return prefix[:-1] + "-" + name[len(prefix):]
+    return name
+
+
+def _parse_color(word: str) -> int:
+    w = word.lower()
+    if w in ("b", "black"):
+        return BLACK
+    if w in ("w", "white"):
+        return WHITE
+    raise GtpFailure("syntax error")
+
+
+def _parse_int(word: str, lo: int | None = None) -> int:
+    if not re.fullmatch(r"[+-]?[0-9]{1,9}", word):
+        raise GtpFailure("syntax error")
+    v = int(word)
+    if lo is not None and v < lo:
+        raise GtpFailure("syntax error")
+    return v
+
+
+def _parse_float(word: str) -> float:
+    if len(word) > 40:
+        raise GtpFailure("syntax error")
+    try:
+        v = float(word)
+    except ValueError:
+        raise GtpFailure("syntax error") from None
+    if not math.isfinite(v):
+        raise GtpFailure("syntax error")
+    return v
+
+
+class Engine:
+    """GTP state and handlers. ``log`` is a callable taking one line (stderr
+    by default); ``warmup=False`` skips the background warm-up thread (the
+    first ``genmove`` then loads what it needs)."""
+
+    def __init__(self, config: EngineConfig | None = None, *, log: Callable[[str], None] | None = None,
+                 warmup: bool = True):
+        self.config = config or EngineConfig()
+        if self.config.engine not in ("random", "policy", "mcts"):
+            raise ValueError(f"unknown engine {self.config.engine!r}; use random, policy or mcts")
+        if not 2 <= self.config.size <= 25:
+            raise ValueError(f"board size must be in 2..25, got {self.config.size}")
+        self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.quit = False
+        self.size = self.config.size
+        self.komi = float(self.config.komi)
+        self._stack = None  # list of GoStates, created on first use
+        self.moves: list[tuple[int, int]] = []  # (colour, flat move) leading to stack[i + 1]
+        self.setup_black: list[int] = []
+        self.setup_white: list[int] = []
+        self.handicap = 0
+        self._judged: dict = {}
+        self._players: dict = {}
+        self._said: set = set()
+        self._net = None  # PolicyNet or None
+        self._net_error = ""
+        self._ready = threading.Event()
+        self._rng = None
+        self._time = None  # TimeSettings, set lazily
+        self._clocks: dict[int, object] = {}
+        self._resign = None
+        self.commands = {_gtp_name(m): getattr(self, m) for m in dir(self) if m.startswith("cmd_")}
+        if warmup:
+            threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
+
+    # ------------------------------------------------------------ plumbing
+
+    def log(self, msg: str) -> None:
+        try:
+            self._log(msg)
+        except Exception:  # noqa: BLE001 - a closed stderr must not kill the engine
+            pass
+
+    def _warmup(self):
+        try:
+            self._load()
+            from alphalite import board, players
+
+            st = board.new_game(self.size, self.komi)
+            players.candidate_moves(st)
+            players.final_score(st, 4, 1)
+            p = self._player()
+            if isinstance(p, players.MctsPlayer):
+                p.run(st, self._gen(), max_visits=16)
+                p.forget()
+            elif isinstance(p, players.PolicyPlayer):
+                p.prior(st)
+        except Exception as e:  # noqa: BLE001 - reported, genmove then falls back
+            self.log(f"{NAME}: warm-up failed: {type(e).__name__}: {e}")
+        finally:
+            self._ready.set()
+
+    def _load(self):
+        """Load the networks (once); failures fall back to rollouts, loudly."""
+        if self._net is not None or self._net_error or self.config.engine == "random":
+            return
+        if not self.config.checkpoint:
+            self._net_error = "no --checkpoint given"
+            self.log(f"{NAME}: {self.config.engine} engine without --checkpoint: using rollout MCTS "
+                     "with uniform priors")
+            return
+        try:
+            from alphalite import checkpoint, players
+
+            t0 = time.perf_counter()
+            info, variables = checkpoint.load_variables(self.config.checkpoint)
+            vinfo = vvars = None
+            if self.config.value_checkpoint:
+                vinfo, vvars = checkpoint.load_variables(self.config.value_checkpoint)
+            self._net = players.PolicyNet(info, variables, vinfo, vvars)
+            self.log(f"{NAME}: loaded {info.get('model')} for {self._net.size}x{self._net.size} "
+                     f"from {self.config.checkpoint}" + (" with a value net" if vinfo else "")
+                     + f" in {time.perf_counter() - t0:.1f} s")
+        except Exception as e:  # noqa: BLE001 - any bad checkpoint: one line, then fall back
+            self._net_error = f"{type(e).__name__}: {e}"
+            self.log(f"{NAME}: cannot load the network ({self._net_error}); using rollout MCTS with "
+                     "uniform priors")
+
+    def _gen(self):
+        import numpy as np
+
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.config.seed)
+        return self._rng
+
+    def _say_once(self, msg: str):
+        if msg not in self._said:
+            self._said.add(msg)
+            self.log(msg)
+
+    def _player(self):
+        """The move chooser for the current board size."""
+        from alphalite import players
+
+        size = self.size
+        if size in self._players:
+            return self._players[size]
+        cfg = self.config
+        if cfg.engine == "random":
+            p = players.RandomPlayer()
+        else:
+            self._load()
+            net = self._net
+            if net is not None and net.size == size:
+                if cfg.engine == "policy":
+                    p = players.PolicyPlayer(net, cfg.temperature)
+                else:
+                    from search.evaluators import mix_rollouts, network_evaluator
+
+                    lam = cfg.lam if net.value_model is not None else 0.0
+                    ev = mix_rollouts(network_evaluator(net.net_fn, preset=net.preset, pad_to=cfg.batch), lam)
+                    p = players.MctsPlayer(ev, net.params, visits=cfg.visits, batch_size=cfg.batch,
+                                           prior_fn=net.priors, label="mcts")
+            else:
+                if net is not None:
+                    self._say_once(f"{NAME}: the network plays {net.size}x{net.size} only; on {size}x{size} "
+                                   "using rollout MCTS with uniform priors")
+                from search.evaluators import rollout_evaluator
+
+                p = players.MctsPlayer(rollout_evaluator(), visits=cfg.visits, batch_size=cfg.batch,
+                                       label="rollout-mcts")
+        self._players[size] = p
+        return p
+
+    def _analysis_player(self):
+        from alphalite import players
+
+        p = self._player()
+        if isinstance(p, players.MctsPlayer):
+            return p
+        key = ("analysis", self.size)
+        if key not in self._players:
+            from search.evaluators import rollout_evaluator
+
+            prior_fn = p.prior if getattr(p, "has_prior", False) else None
+            ev = rollout_evaluator(None if prior_fn is None else
+                                   (lambda params, leaves: _batch_priors(prior_fn, leaves)))
+            self._players[key] = players.MctsPlayer(ev, visits=self.config.visits, batch_size=self.config.batch,
+                                                    prior_fn=prior_fn, label="analysis")
+        return self._players[key]
+
+    @property
+    def stack(self):
+        if self._stack is None:
+            from alphalite import board
+
+            self._stack = [board.new_game(self.size, self.komi, superko=self.config.superko)]
+        return self._stack
+
+    @property
+    def state(self):
+        return self.stack[-1]
+
+    def _timing(self):
+        from alphalite import timecontrol as tc
+
+        if self._time is None:
+            self._time = tc.TimeSettings()
+            self._clocks = {BLACK: tc.Clock(), WHITE: tc.Clock()}
+        return tc
+
+    @property
+    def resign_policy(self):
+        if self._resign is None:
+            from alphalite.players import ResignPolicy
+
+            self._resign = ResignPolicy(threshold=self.config.resign_threshold,
+                                        consecutive=self.config.resign_moves, enabled=self.config.resign)
+        return self._resign
+
+    def _reset(self, size: int):
+        from alphalite import board
+
+        self.size = size
+        self._stack = [board.new_game(size, self.komi, superko=self.config.superko)]
+        self.moves = []
+        self.setup_black, self.setup_white = [], []
+        self.handicap = 0
+        self._judged.clear()
+        self.resign_policy.reset()
+        for p in self._players.values():
+            p.forget()
+
+    def _vertex(self, word: str) -> int:
+        from alphalite import coords
+
+        if word.lower() == "pass":
+            return self.size * self.size
+        if not _VERTEX.match(word) or word[0].upper() == "I":
+            raise GtpFailure("syntax error")
+        try:
+            return coords.from_gtp(word, self.size)
+        except (coords.CoordError, ValueError):
+            raise GtpFailure("illegal move") from None  # well formed, off this board
+
+    def _to_gtp(self, move: int) -> str:
+        from alphalite import coords
+
+        return coords.to_gtp(int(move), self.size)
+
+    def _with_to_play(self, state, color: int):
+        from alphalite import board, players
+
+        state = players.resume(state)
+        if state.to_play == color:
+            return state
+        b = state.copy_tuple()
+        b[board.B_META][board.M_TOPLAY] = color
+        b[board.B_META][board.M_KO] = -1  # a ko ban binds only the player who was next
+        return board.GoState(state.size, state.komi, state.superko, state.suicide, b)
+
+    def _board_empty(self) -> bool:
+        from alphalite import board
+
+        return not board.stones(self.state).any()
+
+    # ------------------------------------------------------------ entry points
+
+    def handle(self, line: str) -> str:
+        """One input line -> the framed response ("" for no command)."""
+        cmd = parse(line)
+        if cmd is None:
+            return ""
+        return self.execute(cmd)
+
+    def execute(self, cmd: Command) -> str:
+        fn = self.commands.get(cmd.name)
+        if fn is None:
+            return frame(cmd.id, False, "unknown command")
+        try:
+            if not _accepts(fn, len(cmd.args)):
+                raise GtpFailure("syntax error")
+            return frame(cmd.id, True, fn(*cmd.args))
+        except GtpFailure as e:
+            return frame(cmd.id, False, str(e))
+        except MemoryError:
+            return frame(cmd.id, False, "out of memory")
+        except Exception as e:  # noqa: BLE001 - no input line may kill the engine
+            self.log(f"{NAME}: internal error in {cmd.name!r}: {type(e).__name__}: {e}")
+            return frame(cmd.id, False, f"internal error: {type(e).__name__}")
+
+    def stream(self, cmd: Command, write: Callable[[str], None], stop: Callable[[], bool]) -> None:
+        """``lz-analyze`` / ``lz-genmove_analyze`` with output as it comes:
+        ``=id``, then an ``info ...`` line every interval, until ``stop()``
+        (analysis) or the move is chosen (``play <vertex>``), then the blank
+        line."""
+        try:
+            color, interval = self._analyze_args(cmd.args, cmd.name == "lz-genmove_analyze")
+        except GtpFailure as e:
+            write(frame(cmd.id, False, str(e)))
+            return
+        except Exception as e:  # noqa: BLE001
+            write(frame(cmd.id, False, f"internal error: {type(e).__name__}"))
+            return
+        write(f"={cmd.id}\n")
+        last = [time.perf_counter()]
+
+        def emit(tree, force=False):
+            now = time.perf_counter()
+            if force or (interval > 0 and now - last[0] >= interval):
+                text = _sanitize(self._info_line(tree)).replace("\n", " ")
+                if text:
+                    write(text + "\n")
+                last[0] = now
+
+        def cb(tree, n):
+            if stop():
+                return True
+            emit(tree)
+            return False
+
+        try:
+            if cmd.name == "lz-genmove_analyze":
+                move = self._genmove(color, callback=cb)
+                write(_sanitize(f"play {move}").replace("\n", " ") + "\n")
+            else:
+                self._analyze(color, cb, until_stopped=stop)
+        except Exception as e:  # noqa: BLE001 - keep the framing whatever happens
+            self.log(f"{NAME}: internal error in {cmd.name!r}: {type(e).__name__}: {e}")
+        write("\n")
+
+    # ------------------------------------------------------------ GTP required
+
+    def cmd_protocol_version(self):
+        return PROTOCOL_VERSION
+
+    def cmd_name(self):
+        return NAME
+
+    def cmd_version(self):
+        return VERSION
+
+    def cmd_known_command(self, name):
+        return "true" if name in self.commands else "false"
+
+    def cmd_list_commands(self):
+        return "\n".join(sorted(self.commands))
+
+    def cmd_quit(self):
+        self.quit = True
+        return ""
+
+    def cmd_boardsize(self, size):
+        n = _parse_int(size)
+        if not 2 <= n <= 25:
+            raise GtpFailure("unacceptable size")
+        self._reset(n)
+        return ""
+
+    def cmd_clear_board(self):
+        self._reset(self.size)
+        return ""
+
+    def cmd_komi(self, komi):
+        k = _parse_float(komi)
+        from alphalite import board
+
+        self.komi = k
+        self._stack = [board.with_komi(s, k) for s in self.stack]
+        self._judged.clear()
+        return ""
+
+    def cmd_play(self, color, vertex):
+        from alphalite import board
+
+        c = _parse_color(color)
+        move = self._vertex(vertex)
+        from alphalite import players
+
+        state = players.resume(self.state)
+        try:
+            new = board.play(state, move, c)
+        except board.IllegalMove as e:
+            self.log(f"{NAME}: {e}")
+            raise GtpFailure("illegal move") from None
+        self.stack.append(new)
+        self.moves.append((c, move))
+        return ""
+
+    def cmd_genmove(self, color):
+        return self._genmove(_parse_color(color))
+
+    # ------------------------------------------------------------ more commands
+
+    def cmd_undo(self):
+        if len(self.stack) <= 1:
+            raise GtpFailure("cannot undo")
+        self.stack.pop()
+        self.moves.pop()
+        return ""
+
+    def cmd_showboard(self):
+        from alphalite import board
+
+        return "\n" + board.render(self.state)
+
+    def cmd_fixed_handicap(self, n):
+        from alphalite import sgf
+
+        k = _parse_int(n)
+        if not self._board_empty():
+            raise GtpFailure("board not empty")
+        if k < 2:
+            raise GtpFailure("invalid number of stones")
+        try:
+            points = sgf.handicap_points(self.size, k)
+        except sgf.SgfError:
+            raise GtpFailure("invalid number of stones") from None
+        self._place_handicap(points)
+        return " ".join(self._to_gtp(p) for p in points)
+
+    def cmd_place_free_handicap(self, n):
+        import numpy as np
+
+        from alphalite import sgf
+
+        k = _parse_int(n)
+        if not self._board_empty():
+            raise GtpFailure("board not empty")
+        pts = self.size * self.size
+        if k < 2 or k > pts - 1:
+            raise GtpFailure("invalid number of stones")
+        try:
+            points = sgf.handicap_points(self.size, min(k, 9))
+        except sgf.SgfError:
+            points = []
+        if len(points) < k:
+            n = self.size
+            rest = [p for p in range(pts) if p not in points]
+            line = [min(p // n, p % n, n - 1 - p // n, n - 1 - p % n) for p in rest]
+            want = 3 if n >= 13 else 2
+            noise = self._gen().random(len(rest))
+            order = np.lexsort((noise, [abs(v - want) for v in line]))
+            points = points + [rest[i] for i in order[: k - len(points)]]
+        self._place_handicap(points)
+        return " ".join(self._to_gtp(p) for p in points)
+
+    def cmd_set_free_handicap(self, *vertices):
+        if not self._board_empty():
+            raise GtpFailure("board not empty")
+        points = [self._vertex(v) for v in vertices]
+        if len(points) < 2 or len(points) > self.size * self.size - 1:
+            raise GtpFailure("invalid number of stones")
+        if len(set(points)) != len(points) or self.size * self.size in points:
+            raise GtpFailure("bad vertex list")
+        self._place_handicap(points)
+        return ""
+
+    def _place_handicap(self, points):
+        import numpy as np
+
+        from alphalite import board
+
+        grid = np.zeros((self.size, self.size), np.int8)
+        for p in points:
+            grid[p // self.size, p % self.size] = BLACK
+        try:
+            st = board.from_stones(grid, komi=self.komi, to_play=WHITE, superko=self.config.superko)
+        except ValueError:
+            raise GtpFailure("bad vertex list") from None
+        self._stack = [st]
+        self.moves = []
+        self.setup_black, self.setup_white = sorted(int(p) for p in points), []
+        self.handicap = len(points)
+        self._judged.clear()
+        for p in self._players.values():
+            p.forget()
+
+    # time
+
+    def cmd_time_settings(self, main, byo, stones):
+        tc = self._timing()
+        try:
+            settings = tc.from_gtp_time_settings(_parse_float(main), _parse_float(byo), _parse_int(stones))
+        except ValueError:
+            raise GtpFailure("syntax error") from None
+        self._set_time(settings)
+        return ""
+
+    def cmd_kgs_time_settings(self, *args):
+        tc = self._timing()
+        if len(args) > 4 or any(len(a) > 40 for a in args):
+            raise GtpFailure("syntax error")
+        try:
+            settings = tc.from_kgs(list(args))
+        except ValueError:
+            raise GtpFailure("syntax error") from None
+        self._set_time(settings)
+        return ""
+
+    def _set_time(self, settings):
+        tc = self._timing()
+        self._time = settings
+        self._clocks = {BLACK: tc.start_clock(settings), WHITE: tc.start_clock(settings)}
+        self.log(f"{NAME}: time settings {settings}")
+
+    def cmd_time_left(self, color, seconds, stones):
+        tc = self._timing()
+        c = _parse_color(color)
+        t = _parse_float(seconds)
+        s = _parse_int(stones)
+        if t < 0 or s < 0:
+            raise GtpFailure("syntax error")
+        if self._time.kind == tc.NONE:  # a clock nobody announced: treat it as absolute time
+            self._time = tc.TimeSettings(tc.ABSOLUTE, main=t) if s == 0 else \
+                tc.TimeSettings(tc.CANADIAN, main=0.0, period=t, stones=s)
+        self._clocks[c] = tc.from_time_left(self._time, t, s)
+        return ""
+
+    # play
+
+    def cmd_kgs_genmove_cleanup(self, color):
+        return self._genmove(_parse_color(color), cleanup=True)
+
+    def cmd_reg_genmove(self, color):
+        return self._genmove(_parse_color(color), commit=False)
+
+    def _genmove(self, color: int, *, commit: bool = True, cleanup: bool = False, callback=None) -> str:
+        from alphalite import board, players
+
+        t0 = time.perf_counter()
+        self._ready.wait()
+        tc = self._timing()
+        state = self._with_to_play(self.state, color)
+        n2 = self.size * self.size
+        budget = tc.allocate(self._time, self._clocks[color], state.move_number, n2)
+        cand = players.candidate_moves(state)
+        decision = None
+        if cleanup:
+            decision = self._cleanup_move(state, color)
+        if decision is None and players.last_was_pass(state) and self._pass_wins(state, color):
+            decision = players.Decision(n2, note="the opponent passed and passing wins")
+        if decision is None and not cand[:-1].any():
+            decision = players.Decision(n2, note="no move left outside own territory and eyes")
+        if decision is None:
+            player = self._player()
+            decision = player.genmove(state, cand, budget, self._gen(), callback)
+            if cleanup and decision.move == n2 and cand[:-1].any():
+                decision = players.Decision(int(self._gen().choice(board_indices(cand))), note="cleanup")
+        move = decision.move
+        elapsed = time.perf_counter() - t0
+        wr = "" if decision.winrate is None else f" winrate {decision.winrate:.3f}"
+        self.log(f"{NAME}: {'B' if color == BLACK else 'W'} {self._to_gtp(move)}{wr} visits {decision.visits} "
+                 f"in {elapsed:.2f} s" + (f" (budget {budget:.2f} s)" if budget is not None else "")
+                 + (f" [{decision.note}]" if decision.note else ""))
+        if not commit:
+            return self._to_gtp(move)
+        self._clocks[color] = tc.charge(self._time, self._clocks[color], elapsed)
+        if self.resign_policy.observe(decision.winrate, move_number=state.move_number, board_points=n2,
+                                      color=color, handicap=self.handicap):
+            self.log(f"{NAME}: resigning (winrate {decision.winrate:.3f})")
+            return "resign"
+        new = board.play(state, move, color)
+        self.stack.append(new)
+        self.moves.append((color, move))
+        return self._to_gtp(move)
+
+    def _judge(self, state):
+        """(score, dead points) of a position, cached."""
+        from alphalite import players
+
+        key = (state.hash, state.komi, state.move_number, state.to_play)
+        if key not in self._judged:
+            seed = (state.hash ^ self.config.seed) & 0x7FFFFFFFFFFFFFFF
+            self._judged[key] = players.final_score(state, self.config.score_playouts, seed)
+        return self._judged[key]
+
+    def _pass_wins(self, state, color) -> bool:
+        """After the opponent's pass: do we win both by the Tromp-Taylor count
+        as the board stands and with the dead stones taken off?"""
+        from alphalite import board
+
+        score, _ = self._judge(state)
+        return board.area_score(state) * color > 0 and score * color > 0
+
+    def _cleanup_move(self, state, color):
+        """kgs-genmove_cleanup: while the opponent has dead stones, fill a
+        liberty of the dead group with the fewest liberties."""
+        from alphalite import board, players
+
+        _, dead = self._judge(state)
+        s = board.stones(state).ravel()
+        dead = [int(p) for p in dead if s[p] == -color]
+        if not dead:
+            return None
+        n = self.size
+        libs = board.liberties(state).ravel()
+        legal = board.legal_moves(state)
+        best = None
+        for p in sorted(dead, key=lambda q: libs[q]):
+            r, c = divmod(p, n)
+            for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                if 0 <= rr < n and 0 <= cc < n:
+                    q = rr * n + cc
+                    if s[q] == 0 and legal[q]:
+                        best = q
+                        break
+            if best is not None:
+                break
+        if best is None:
+            return None
+        return players.Decision(int(best), note=f"cleanup: {len(dead)} dead stones left")
+
+    # scoring
+
+    def cmd_final_score(self):
+        from alphalite import players
+
+        score, _ = self._judge(self.state)
+        return players.result_string(score)
+
+    def cmd_final_status_list(self, status):
+        from alphalite import board
+
+        status = status.lower()
+        if status not in ("alive", "dead", "seki"):
+            raise GtpFailure("syntax error")
+        if status == "seki":
+            return ""
+        _, dead = self._judge(self.state)
+        s = board.stones(self.state).ravel()
+        dead_set = set(int(p) for p in dead)
+        pts = [p for p in range(s.size) if s[p] != 0 and ((p in dead_set) == (status == "dead"))]
+        return "\n".join(" ".join(self._to_gtp(p) for p in group) for group in _groups(pts, s, self.size))
+
+    # SGF
+
+    def cmd_loadsgf(self, filename, move_number=None):
+        from alphalite import board, sgf
+
+        limit = None if move_number is None else _parse_int(move_number, lo=1) - 1
+        try:
+            with open(filename, "rb") as f:
+                data = f.read(16 << 20)
+            rec = sgf.read_sgf(data)
+            st = board.new_game(rec.size, rec.komi, superko=self.config.superko)
+            if rec.setup_black or rec.setup_white:
+                st = board.setup(st, rec.setup_black, rec.setup_white)
+        except (OSError, ValueError) as e:
+            self.log(f"{NAME}: cannot load {filename!r}: {e}")
+            raise GtpFailure("cannot load file") from None
+        first = rec.first_player or (rec.moves[0][0] if rec.moves else (WHITE if rec.setup_black and not
+                                                                        rec.setup_white else BLACK))
+        st = self._with_to_play(st, first)
+        stack, moves = [st], []
+        for colour, m in rec.moves[:limit]:
+            try:
+                stack.append(board.play(board_resume(stack[-1]), m, colour))
+            except board.IllegalMove as e:
+                self.log(f"{NAME}: {filename}: stopped at move {len(moves) + 1}: {e}")
+                break
+            moves.append((colour, m))
+        self.size, self.komi = rec.size, float(rec.komi)
+        self._stack, self.moves = stack, moves
+        self.setup_black, self.setup_white = list(rec.setup_black), list(rec.setup_white)
+        self.handicap = rec.handicap
+        self._judged.clear()
+        self.resign_policy.reset()
+        for p in self._players.values():
+            p.forget()
+        return ""
+
+    def _record(self):
+        from alphalite import players, sgf
+
+        result = ""
+        if self.state.is_over:
+            score, _ = self._judge(self.state)
+            result = players.result_string(score)
+        first = self.stack[0].to_play
+        return sgf.GameRecord(size=self.size, komi=self.komi, handicap=self.handicap,
+                              result=result,
+                              setup_black=tuple(self.setup_black), setup_white=tuple(self.setup_white),
+                              moves=tuple(self.moves), first_player=first if first == WHITE else 0)
+
+    def cmd_printsgf(self, filename=None):
+        from alphalite import sgf
+
+        data = sgf.write_sgf(self._record())
+        if filename is None:
+            return data.decode("utf-8", "replace").strip()
+        try:
+            tmp = f"{filename}.tmp{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, filename)
+        except OSError as e:
+            self.log(f"{NAME}: cannot write {filename!r}: {e}")
+            raise GtpFailure("cannot save file") from None
+        return ""
+
+    # analysis
+
+    def _analyze_args(self, args, need_color: bool):
+        """``[colour] [interval] [keywords...]`` (Leela Zero / Lizzie)."""
+        args = list(args)
+        color = None
+        if args and args[0].lower() in ("b", "w", "black", "white"):
+            color = _parse_color(args.pop(0))
+        elif need_color:
+            raise GtpFailure("syntax error")
+        interval = 0.0
+        if args and re.fullmatch(r"[0-9]{1,9}", args[0]):
+            interval = int(args.pop(0)) / 100.0
+        while args:
+            key = args.pop(0).lower()
+            if key == "interval" and args:
+                interval = _parse_int(args.pop(0), lo=0) / 100.0
+            elif key in ("minmoves", "maxmoves", "avoid", "allow", "ownership", "movesownership", "pvvisits"):
+                if key in ("avoid", "allow"):
+                    args = args[3:]
+                elif args:
+                    args.pop(0)
+            else:
+                raise GtpFailure("syntax error")
+        return (self.state.to_play if color is None else color), interval
+
+    def _info_line(self, tree) -> str:
+        parts = []
+        for order, row in enumerate(tree.root_analysis()):
+            wr = int(round(10000 * row["winrate"]))
+            lcb = int(round(10000 * min(max(row["lcb"], 0.0), 1.0)))
+            prior = int(round(10000 * row["prior"]))
+            pv = " ".join(self._to_gtp(m) for m in row["pv"])
+            parts.append(f"info move {self._to_gtp(row['move'])} visits {row['visits']} winrate {wr} "
+                         f"prior {prior} lcb {lcb} order {order} pv {pv}")
+        return " ".join(parts)
+
+    def _analyze(self, color, callback, until_stopped=None, max_visits=None):
+        self._ready.wait()
+        state = self._with_to_play(self.state, color)
+        player = self._analysis_player()
+        cap = max_visits if max_visits is not None else 200_000
+        out = player.run(state, self._gen(), max_visits=cap, callback=callback)
+        if until_stopped is not None:
+            while not until_stopped():
+                time.sleep(0.02)
+        return out
+
+    def cmd_lz_analyze(self, *args):
+        color, _ = self._analyze_args(args, False)
+        out = self._analyze(color, None, max_visits=min(self.config.visits, 200))
+        return self._info_line(out.tree)
+
+    def cmd_lz_genmove_analyze(self, *args):
+        color, _ = self._analyze_args(args, True)
+        rows: list[str] = []
+
+        def cb(tree, n):
+            rows[:] = [self._info_line(tree)]
+            return False
+
+        move = self._genmove(color, callback=cb)
+        return "\n".join(rows + [f"play {move}"])
+
+    def cmd_gogui_analyze_commands(self):
+        return "\n".join([
+            "gfx/Policy heatmap/alphalite-policy_heatmap",
+            "dboard/Policy (percent)/alphalite-policy_dboard",
+            "gfx/Ownership and dead stones/alphalite-ownership",
+            "string/Final score/final_score",
+            "plist/Dead stones/final_status_list dead",
+        ])
+
+    def _policy(self):
+        from alphalite import players
+
+        self._ready.wait()
+        state = players.resume(self.state)
+        return state, self._player().prior(state)
+
+    def cmd_alphalite_policy_heatmap(self):
+        import numpy as np
+
+        state, p = self._policy()
+        n2 = self.size * self.size
+        pts = p[:n2]
+        top = float(pts.max()) if pts.size else 0.0
+        infl = " ".join(f"{self._to_gtp(m)} {pts[m] / top:.3f}" for m in np.flatnonzero(pts > 0.001 * top)) \
+            if top > 0 else ""
+        labels = " ".join(f"{self._to_gtp(m)} {int(round(100 * pts[m]))}"
+                          for m in np.argsort(-pts)[:10] if pts[m] >= 0.005)
+        lines = []
+        if infl:
+            lines.append("INFLUENCE " + infl)
+        if labels:
+            lines.append("LABEL " + labels)
+        lines.append(f"TEXT pass {100 * float(p[n2]):.1f}%")
+        return "\n".join(lines)
+
+    def cmd_alphalite_policy_dboard(self):
+        state, p = self._policy()
+        n = self.size
+        return "\n".join(" ".join(f"{100 * float(p[r * n + c]):.1f}" for c in range(n)) for r in range(n))
+
+    def cmd_alphalite_ownership(self):
+        from alphalite import players
+
+        state = self.state
+        black, white = players.ownership_counts(state, self.config.score_playouts, self.config.seed or 1)
+        own = (black - white) / max(self.config.score_playouts, 1)
+        _, dead = self._judge(state)
+        lines = ["INFLUENCE " + " ".join(f"{self._to_gtp(m)} {own[m]:.2f}" for m in range(own.size))]
+        if len(dead):
+            lines.append("MARK " + " ".join(self._to_gtp(int(m)) for m in dead))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def board_indices(cand):
+    import numpy as np
+
+    return np.flatnonzero(cand[:-1])
+
+
+def board_resume(state):
+    from alphalite import players
+
+    return players.resume(state)
+
+
+def _batch_priors(prior_fn, leaves):
+    import numpy as np
+
+    return np.stack([np.asarray(prior_fn(s), np.float32) for s in leaves.states()])
+
+
+def _groups(points, stones, size):
+    """Connected same-colour groups among ``points`` (flat), each sorted."""
+    left = set(points)
+    out = []
+    while left:
+        p = min(left)
+        left.remove(p)
+        group, todo = [p], [p]
+        while todo:
+            q = todo.pop()
+            r, c = divmod(q, size)
+            for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                m = rr * size + cc
+                if 0 <= rr < size and 0 <= cc < size and m in left and stones[m] == stones[p]:
+                    left.remove(m)
+                    group.append(m)
+                    todo.append(m)
+        out.append(sorted(group))
+    return out
+
+
+def _accepts(fn, nargs: int) -> bool:
+    import inspect
+
+    try:
+        inspect.signature(fn).bind(*([""] * nargs))
+        return True
+    except TypeError:
+        return False
+
+
+# ---------------------------------------------------------------- main loop
+
+
+def serve(engine: Engine, stdin=None, stdout=None) -> int:
+    """Read commands from ``stdin`` (bytes), answer on ``stdout`` (bytes)
+    until ``quit`` or end of input. A reader thread feeds a queue so that a
+    streaming analysis stops as soon as the next line arrives."""
+    stdin = stdin if stdin is not None else sys.stdin.buffer
+    stdout = stdout if stdout is not None else sys.stdout.buffer
+    lines: queue.Queue = queue.Queue()
+
+    def reader():
+        try:
+            for raw in iter(stdin.readline, b""):
+                lines.put(raw)
+        except (OSError, ValueError):
+            pass
+        finally:
+            lines.put(None)
+
+    threading.Thread(target=reader, name="gtp-stdin", daemon=True).start()
+
+    def write(text: str):
+        stdout.write(text.encode("utf-8", "replace"))
+        stdout.flush()
+
+    try:
+        while not engine.quit:
+            raw = lines.get()
+            if raw is None:
+                break
+            cmd = parse(raw.decode("utf-8", "replace"))
+            if cmd is None:
+                continue
+            if cmd.name in STREAMING:
+                engine.stream(cmd, write, stop=lambda: not lines.empty())
+            else:
+                write(engine.execute(cmd))
+    except (BrokenPipeError, ConnectionResetError):
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def config_from_args(args) -> EngineConfig:
+    return EngineConfig(engine=args.engine, checkpoint=args.checkpoint, value_checkpoint=args.value_checkpoint,
+                        lam=args.lam, visits=args.visits, batch=args.batch, temperature=args.temperature,
+                        resign_threshold=args.resign_threshold, resign_moves=args.resign_moves,
+                        resign=not args.no_resign, komi=args.komi, size=args.size, seed=args.seed,
+                        score_playouts=args.score_playouts)
+
+
+def run(args) -> int:
+    """The ``alphalite gtp`` entry point."""
+    cfg = config_from_args(args)
+    if cfg.checkpoint and not os.path.exists(cfg.checkpoint):
+        raise FileNotFoundError(f"checkpoint not found: {cfg.checkpoint}")
+    if cfg.value_checkpoint and not os.path.exists(cfg.value_checkpoint):
+        raise FileNotFoundError(f"value checkpoint not found: {cfg.value_checkpoint}")
+    if cfg.visits < 0 or cfg.batch < 1 or not 0 <= cfg.lam <= 1:
+        raise ValueError("--visits must be >= 0, --batch >= 1 and --lambda in [0, 1]")
+    return serve(Engine(cfg))

@@ -1,0 +1,456 @@
+"""Move choosers for the GTP engine, and the end-of-game judgement they share.
+
+Players (``genmove(state, candidates, budget, rng, callback) -> Decision``):
+
+* ``RandomPlayer``: uniform over the candidate moves (legal, not filling an
+  own eye or own territory); passes when there is none.
+* ``PolicyPlayer``: masked softmax of a policy net; argmax, or sampling with
+  ``temperature > 0``.
+* ``MctsPlayer``: ``search.run_mcts`` with any evaluator (policy priors +
+  Numba rollout values, a value net mixed in with ``lambda``, or uniform
+  priors + rollouts), searched in growing chunks so a time budget, a visit
+  cap and a stop callback all end it; the tree is reused between moves.
+
+Judgement (no GNU Go needed):
+
+* ``ownership_counts(state, n, seed)``: for every point, in how many of ``n``
+  random playouts (``board.playout``, the rollout policy) it ends black /
+  white (stones, and empty regions reaching only that colour).
+* ``dead_stones``: stones whose point ends owned by the opponent in most
+  playouts; ``final_score``: Tromp-Taylor area after removing them, with komi.
+* ``own_territory``: empty points whose region reaches only one colour's
+  stones (Tromp-Taylor territory); ``candidate_moves`` leaves those and
+  one-point eyes out, so no player fills its own territory.
+* ``ResignPolicy``: resign after the winrate stays below a threshold for
+  several consecutive moves, never in the opening, stricter for White in
+  handicap games.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+from alphalite import board
+from alphalite.board import B_COLOR, B_META, BLACK, EMPTY, M_SIZE, WHITE
+
+
+# ---------------------------------------------------------------- ownership
+
+
+@njit(cache=True)
+def _owners(color, size, region, stack, out):
+    """out[size*size] int8: +1/-1 for stones and for empty regions reaching
+    only that colour, 0 for neutral empty points."""
+    W = size + 2
+    region[:] = -1
+    k = 0
+    for r in range(size):
+        for c in range(size):
+            p = (r + 1) * W + c + 1
+            v = color[p]
+            if v != EMPTY:
+                out[r * size + c] = v
+                continue
+            if region[p] >= 0:
+                continue
+            # flood the empty region from p
+            stack[0] = p
+            top = 1
+            region[p] = k
+            start = k
+            members = 0
+            rb = False
+            rw = False
+            while top > 0:
+                top -= 1
+                q = stack[top]
+                stack[W * W + members] = q
+                members += 1
+                for d in (-W, -1, 1, W):
+                    n = q + d
+                    cn = color[n]
+                    if cn == EMPTY:
+                        if region[n] < 0:
+                            region[n] = start
+                            stack[top] = n
+                            top += 1
+                    elif cn == BLACK:
+                        rb = True
+                    elif cn == WHITE:
+                        rw = True
+            owner = 0
+            if rb and not rw:
+                owner = 1
+            elif rw and not rb:
+                owner = -1
+            for i in range(members):
+                q = stack[W * W + i]
+                rr = q // W - 1
+                cc = q % W - 1
+                out[rr * size + cc] = owner
+            k += 1
+
+
+@njit(cache=True)
+def _ownership_counts(B, scratch, rng, n, max_moves, black, white):
+    size = B[B_META][M_SIZE]
+    W = size + 2
+    region = np.empty(W * W, np.int64)
+    stack = np.empty(2 * W * W, np.int64)
+    own = np.zeros(size * size, np.int8)
+    for _ in range(n):
+        board.copy_board(scratch, B)
+        board.playout(scratch, rng, max_moves)
+        _owners(scratch[B_COLOR], size, region, stack, own)
+        for i in range(size * size):
+            if own[i] == 1:
+                black[i] += 1
+            elif own[i] == -1:
+                white[i] += 1
+
+
+def owners(state: board.GoState) -> np.ndarray:
+    """int8 [size*size]: Tromp-Taylor owner of each point as the board stands."""
+    n = state.size
+    W = n + 2
+    out = np.zeros(n * n, np.int8)
+    _owners(state.board_tuple[B_COLOR], n, np.empty(W * W, np.int64), np.empty(2 * W * W, np.int64), out)
+    return out
+
+
+def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(black, white) int64 [size*size]: playouts (of ``num_playouts``) in
+    which each point ends owned by black / by white."""
+    from search.rollout import RolloutScratch, default_max_moves
+
+    n = state.size
+    black = np.zeros(n * n, np.int64)
+    white = np.zeros(n * n, np.int64)
+    if num_playouts <= 0:
+        return black, white
+    max_moves = default_max_moves(n)
+    b = state.board_tuple
+    if state.is_over:  # playouts stop at two passes: start from a resumable copy
+        b = resume(state).board_tuple
+    scratch = RolloutScratch().get(b, max_moves)
+    rng = np.array([seed & 0x7FFFFFFFFFFFFFFF or 1], np.int64)
+    _ownership_counts(b, scratch, rng, int(num_playouts), max_moves, black, white)
+    return black, white
+
+
+def dead_stones(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> np.ndarray:
+    """Flat points of stones owned by the opponent at the end of most playouts."""
+    black, white = ownership_counts(state, num_playouts, seed)
+    s = board.stones(state).ravel()
+    half = num_playouts / 2.0
+    dead = ((s == BLACK) & (white > half)) | ((s == WHITE) & (black > half))
+    return np.flatnonzero(dead)
+
+
+def final_score(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> tuple[float, np.ndarray]:
+    """(black minus white minus komi after removing dead stones, dead points)."""
+    dead = dead_stones(state, num_playouts, seed)
+    s = board.setup(state, empty=[int(p) for p in dead]) if dead.size else state
+    return board.area_score(s), dead
+
+
+def result_string(score: float) -> str:
+    """``B+3.5``, ``W+0.5`` or ``0``."""
+    if score == 0:
+        return "0"
+    return f"{'B' if score > 0 else 'W'}+{abs(score):g}"
+
+
+def resume(state: board.GoState) -> board.GoState:
+    """The same position with the consecutive-pass count cleared, so that play
+    goes on after two passes (GUIs continue games after a dispute)."""
+    if not state.is_over:
+        return state
+    b = state.copy_tuple()
+    b[B_META][board.M_PASSES] = 0
+    return board.GoState(state.size, state.komi, state.superko, state.suicide, b)
+
+
+# ---------------------------------------------------------------- candidates
+
+
+def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarray:
+    """bool [size*size+1]: legal points for ``color`` (default: to play) that
+    are neither a one-point eye of that colour nor inside its Tromp-Taylor
+    territory; pass is False. All False: nothing useful is left to play."""
+    n = state.size
+    if color is not None and color != state.to_play:
+        b = state.copy_tuple()
+        b[B_META][board.M_TOPLAY] = color
+        b[B_META][board.M_KO] = -1
+        state = board.GoState(state.size, state.komi, state.superko, state.suicide, b)
+    stone = state.to_play
+    legal = board.legal_moves(resume(state))
+    own = owners(state)
+    cand = legal.copy()
+    cand[n * n] = False
+    cand[: n * n] &= ~((board.stones(state).ravel() == EMPTY) & (own == stone))
+    return cand
+
+
+def last_was_pass(state: board.GoState) -> bool:
+    lm = state.last_moves
+    return bool(lm) and lm[0] == state.size * state.size and state.passes >= 1
+
+
+# ---------------------------------------------------------------- decisions
+
+
+@dataclasses.dataclass
+class Decision:
+    move: int  # flat; pass = size*size
+    winrate: float | None = None  # for the player to move, 0..1 (None: no estimate)
+    visits: int = 0
+    analysis: list[dict] | None = None  # tree.root_analysis() rows
+    note: str = ""
+
+
+class RandomPlayer:
+    name = "random"
+    has_prior = False
+
+    def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
+        idx = np.flatnonzero(candidates[:-1])
+        if idx.size == 0:
+            return Decision(state.size * state.size, note="no candidate move")
+        return Decision(int(rng.choice(idx)))
+
+    def prior(self, state) -> np.ndarray:
+        legal = board.legal_moves(resume(state)).astype(np.float32)
+        return legal / max(float(legal.sum()), 1.0)
+
+    def forget(self):
+        pass
+
+
+class PolicyNet:
+    """A policy (and optional value) network for one board size."""
+
+    def __init__(self, info: dict, variables: dict, value_info: dict | None = None, value_variables=None):
+        import jax
+
+        from alphalite import features, nets
+
+        self.size = int(info["board_size"])
+        self.preset = info.get("preset", "default")
+        self.model = nets.make_model(info["model"], self.size, features.num_planes(self.preset))
+        self.variables = jax.tree_util.tree_map(jax.numpy.asarray, variables)
+        self.value_model = None
+        self.value_variables = None
+        if value_info is not None:
+            vsize = int(value_info["board_size"])
+            if vsize != self.size:
+                raise ValueError(f"value net is for {vsize}x{vsize}, policy for {self.size}x{self.size}")
+            vpreset = value_info.get("preset", "default")
+            if vpreset != self.preset:
+                raise ValueError(f"value net uses preset {vpreset!r}, policy {self.preset!r}")
+            self.value_model = nets.make_model(value_info["model"], self.size, features.num_planes(self.preset))
+            self.value_variables = jax.tree_util.tree_map(jax.numpy.asarray, value_variables)
+        from search.evaluators import policy_value_fn
+
+        self.net_fn = policy_value_fn(self.model, self.value_model)
+        self.params = {"policy": self.variables, "value": self.value_variables or {}}
+
+    def priors(self, state) -> np.ndarray:
+        """float32 [A]: masked softmax over the legal moves."""
+        from alphalite import features
+
+        planes = features.encode(state, self.preset)[None]
+        legal = board.legal_moves(resume(state))[None]
+        p, _ = self.net_fn(self.params, planes, legal)
+        return np.asarray(p[0], np.float32)
+
+
+class PolicyPlayer:
+    name = "policy"
+    has_prior = True
+
+    def __init__(self, net: PolicyNet, temperature: float = 0.0):
+        self.net = net
+        self.temperature = float(temperature)
+
+    def prior(self, state) -> np.ndarray:
+        return self.net.priors(state)
+
+    def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
+        n2 = state.size * state.size
+        if not candidates[:-1].any():
+            return Decision(n2, note="no candidate move")
+        p = self.net.priors(state).astype(np.float64)
+        p = np.where(candidates, p, 0.0)
+        if p.sum() <= 0:
+            p = candidates.astype(np.float64)
+        if self.temperature > 0:
+            logp = np.where(p > 0, np.log(np.maximum(p, 1e-300)) / self.temperature, -np.inf)
+            q = np.exp(logp - logp.max())
+            move = int(rng.choice(p.shape[0], p=q / q.sum()))
+        else:
+            move = int(np.argmax(p))
+        return Decision(move)
+
+    def forget(self):
+        pass
+
+
+def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: float | None = None,
+           batch_size: int = 8, tree=None, callback: Callable | None = None):
+    """``run_mcts`` in growing chunks (the tree doubles as it needs), so a
+    large visit cap costs no memory up front. Stops at ``max_visits`` new
+    visits, after ``max_seconds``, or when ``callback(tree, visits)`` returns
+    True. Returns the last SearchOutput."""
+    from search import run_mcts
+
+    t_end = None if max_seconds is None else time.perf_counter() + max(float(max_seconds), 0.0)
+    done = 0
+    out = None
+    stopped = False
+    while out is None or (done < max_visits and not stopped
+                          and (t_end is None or time.perf_counter() < t_end)):
+        chunk = max(0, min(max_visits - done, max(64, done)))
+        base = done
+        last = [0]
+
+        def cb(t, n, base=base, last=last):
+            last[0] = n
+            return callback is not None and bool(callback(t, base + n))
+
+        left = None if t_end is None else max(t_end - time.perf_counter(), 0.0)
+        out = run_mcts(params, rng, state, evaluate_fn, num_simulations=chunk, batch_size=batch_size,
+                       tree=tree, max_seconds=left, callback=cb)
+        tree = out.tree
+        done += last[0]
+        stopped = chunk == 0 or last[0] < chunk and (t_end is None or time.perf_counter() < t_end)
+    return out
+
+
+class MctsPlayer:
+    name = "mcts"
+    has_prior = False
+
+    def __init__(self, evaluate_fn, params=None, *, visits: int = 400, batch_size: int = 8,
+                 prior_fn: Callable | None = None, label: str = "mcts"):
+        self.evaluate_fn = evaluate_fn
+        self.params = params
+        self.visits = int(visits)
+        self.batch_size = int(batch_size)
+        self.prior_fn = prior_fn
+        self.label = label
+        self.tree = None
+        self.has_prior = prior_fn is not None
+
+    def forget(self):
+        self.tree = None
+
+    def prior(self, state) -> np.ndarray:
+        if self.prior_fn is not None:
+            return self.prior_fn(state)
+        return RandomPlayer().prior(state)
+
+    def _reused_tree(self, state):
+        """The previous tree advanced along the moves played since (up to 8)."""
+        from search import advance
+
+        tree = self.tree
+        if tree is None or tree.size != state.size:
+            return None
+        k = state.move_number - tree.root_state.move_number
+        last = state.last_moves
+        if not 0 <= k <= len(last):
+            return None
+        try:
+            for m in reversed(last[:k]):
+                tree = advance(tree, m)
+        except (board.IllegalMove, IndexError, ValueError):
+            return None
+        return tree
+
+    def run(self, state, rng, *, max_visits=None, max_seconds=None, callback=None):
+        visits = self.visits if max_visits is None else max_visits
+        out = search(state, self.evaluate_fn, self.params, rng, max_visits=visits, max_seconds=max_seconds,
+                     batch_size=self.batch_size, tree=self._reused_tree(state), callback=callback)
+        self.tree = out.tree
+        return out
+
+    def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
+        # With a clock, the budget rules and the visit cap only guards memory.
+        cap = self.visits if budget is None else max(self.visits, 100_000)
+        out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback)
+        tree = out.tree
+        n2 = state.size * state.size
+        move = int(out.action)
+        visits = tree.children_visits[0]
+        wr = 0.5 * (out.root_value + 1.0)
+        note = ""
+        allowed = candidates.copy()
+        allowed[n2] = True  # the search may pass ...
+        if move == n2 and candidates[:-1].any() and state.move_number < n2 // 3:
+            allowed[n2] = False  # ... but not in the opening
+            note = "no pass in the opening"
+        if not allowed[move]:
+            masked = np.where(allowed, visits, -1)
+            best = int(np.argmax(masked))
+            if masked[best] > 0:
+                move = best
+            elif candidates[:-1].any():
+                pri = np.where(candidates, tree.children_prior[0], -1)
+                move = int(np.argmax(pri))
+            else:
+                move = n2
+            note = note or "search move fills own territory"
+        return Decision(move, winrate=float(wr), visits=int(visits.sum()),
+                        analysis=tree.root_analysis(), note=note)
+
+
+# ---------------------------------------------------------------- resigning
+
+
+@dataclasses.dataclass
+class ResignPolicy:
+    """Resign when the winrate stays below ``threshold`` for ``consecutive``
+    own moves in a row. Never before ``opening_fraction`` of the board's
+    points have been played. As White in a handicap game (an early deficit
+    is expected there) the threshold is multiplied by ``handicap_factor``
+    and ``handicap_extra`` more moves are needed."""
+
+    threshold: float = 0.1
+    consecutive: int = 3
+    enabled: bool = True
+    opening_fraction: float = 0.2
+    handicap_factor: float = 0.5
+    handicap_extra: int = 3
+    streak: int = 0
+
+    def limits(self, color: int, handicap: int) -> tuple[float, int]:
+        if color == WHITE and handicap > 0:
+            return self.threshold * self.handicap_factor, self.consecutive + self.handicap_extra
+        return self.threshold, self.consecutive
+
+    def observe(self, winrate: float | None, *, move_number: int, board_points: int, color: int,
+                handicap: int = 0) -> bool:
+        """Feed the winrate of one of our moves; True means resign now."""
+        if not self.enabled or winrate is None:
+            self.streak = 0
+            return False
+        threshold, need = self.limits(color, handicap)
+        self.streak = self.streak + 1 if winrate < threshold else 0
+        if move_number < self.opening_fraction * board_points:
+            return False
+        return self.streak >= need
+
+    def reset(self):
+        self.streak = 0
+
+
+__all__ = ["Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer", "ResignPolicy",
+           "candidate_moves", "dead_stones", "final_score", "owners", "ownership_counts", "result_string",
+           "resume", "search"]

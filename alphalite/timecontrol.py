@@ -1,0 +1,165 @@
+"""Clocks and the time a move may take (pure functions; no board, no I/O).
+
+GTP gives the time system with ``time_settings main byo stones`` (Canadian
+byo-yomi; ``byo == 0`` means absolute time, ``byo > 0 and stones == 0`` no
+limit) or KGS's ``kgs-time_settings none | absolute M | byoyomi M P N |
+canadian M T S``, and the clock with ``time_left colour seconds stones``
+(``stones == 0``: still in main time; otherwise the time and stones -- or, in
+Japanese byo-yomi, periods -- left in the current overtime).
+
+``allocate(settings, clock, move_number, board_points)`` returns the seconds
+for one move, or None when there is no limit:
+
+* expected own moves left ``m = max(0.1*P + 5, (0.7*P - move_number) / 2)``
+  for a board of ``P`` points (about 126 at the start of 19x19, 28 on 9x9);
+* in main time: ``(main_left - margin) / m``, plus half a byo-yomi
+  allowance when overtime follows (main time may then be spent freely);
+  never more than a quarter of what is left;
+* Canadian overtime: ``(period_left - margin) / stones_left``;
+* Japanese byo-yomi: one period minus its margin (a period is not lost when
+  the move is made inside it);
+* the margin covers GTP round trips and the search's last round:
+  ``LAG + 5%`` of the clock being spent; the result is at least ``MIN_MOVE``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+NONE, ABSOLUTE, CANADIAN, BYOYOMI = "none", "absolute", "canadian", "byoyomi"
+LAG = 0.4  # seconds kept per move for pipes, process scheduling and the last search round
+MIN_MOVE = 0.05  # seconds: the least a move gets (one search round)
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeSettings:
+    kind: str = NONE  # none | absolute | canadian | byoyomi
+    main: float = 0.0  # seconds of main time
+    period: float = 0.0  # seconds per overtime period
+    stones: int = 0  # canadian: stones per period; byoyomi: number of periods
+
+
+@dataclasses.dataclass(frozen=True)
+class Clock:
+    """One player's clock. ``main`` seconds of main time left; in overtime
+    ``main == 0`` and ``period_left``/``stones_left`` (Canadian: stones to
+    play in this period; byo-yomi: periods left) describe it."""
+
+    main: float = 0.0
+    period_left: float = 0.0
+    stones_left: int = 0
+    in_overtime: bool = False
+
+
+def from_gtp_time_settings(main: float, byo: float, stones: int) -> TimeSettings:
+    """GTP ``time_settings`` semantics."""
+    if main < 0 or byo < 0 or stones < 0:
+        raise ValueError("time settings must be non-negative")
+    if byo > 0 and stones == 0:
+        return TimeSettings(NONE)
+    if byo == 0:
+        return TimeSettings(ABSOLUTE, main=main)
+    return TimeSettings(CANADIAN, main=main, period=byo, stones=stones)
+
+
+def from_kgs(args: list[str]) -> TimeSettings:
+    """``kgs-time_settings`` arguments; raises ValueError on bad ones."""
+    if not args:
+        raise ValueError("missing time system")
+    kind = args[0].lower()
+    nums = [float(a) for a in args[1:]]
+    if any(x < 0 or x != x for x in nums):
+        raise ValueError("negative time")
+    if kind == NONE and not nums:
+        return TimeSettings(NONE)
+    if kind == ABSOLUTE and len(nums) == 1:
+        return TimeSettings(ABSOLUTE, main=nums[0])
+    if kind == BYOYOMI and len(nums) == 3:
+        if nums[1] == 0 or nums[2] == 0:
+            return TimeSettings(ABSOLUTE, main=nums[0])
+        return TimeSettings(BYOYOMI, main=nums[0], period=nums[1], stones=int(nums[2]))
+    if kind == CANADIAN and len(nums) == 3:
+        if nums[1] == 0 or nums[2] == 0:
+            return TimeSettings(ABSOLUTE, main=nums[0])
+        return TimeSettings(CANADIAN, main=nums[0], period=nums[1], stones=int(nums[2]))
+    raise ValueError(f"bad kgs-time_settings {' '.join(args)!r}")
+
+
+def start_clock(settings: TimeSettings) -> Clock:
+    if settings.kind == NONE:
+        return Clock()
+    if settings.main > 0 or settings.kind == ABSOLUTE:
+        return Clock(main=settings.main)
+    return _enter_overtime(settings)
+
+
+def _enter_overtime(settings: TimeSettings) -> Clock:
+    if settings.kind == CANADIAN:
+        return Clock(0.0, settings.period, settings.stones, True)
+    if settings.kind == BYOYOMI:
+        return Clock(0.0, settings.period, settings.stones, True)
+    return Clock(0.0, 0.0, 0, False)
+
+
+def from_time_left(settings: TimeSettings, seconds: float, stones: int) -> Clock:
+    """The clock a ``time_left colour seconds stones`` describes."""
+    if stones <= 0 or settings.kind in (NONE, ABSOLUTE):
+        return Clock(main=max(seconds, 0.0))
+    return Clock(0.0, max(seconds, 0.0), int(stones), True)
+
+
+def charge(settings: TimeSettings, clock: Clock, elapsed: float) -> Clock:
+    """Our own bookkeeping after a move took ``elapsed`` seconds (used when
+    the controller sends no ``time_left``)."""
+    if settings.kind == NONE:
+        return clock
+    if not clock.in_overtime:
+        left = clock.main - elapsed
+        if left >= 0 or settings.kind == ABSOLUTE:
+            return Clock(main=max(left, 0.0))
+        clock = _enter_overtime(settings)
+        elapsed = -left
+    if settings.kind == CANADIAN:
+        left = clock.period_left - elapsed
+        stones = clock.stones_left - 1
+        if stones <= 0:
+            return Clock(0.0, settings.period, settings.stones, True)
+        return Clock(0.0, max(left, 0.0), stones, True)
+    if settings.kind == BYOYOMI:
+        periods = clock.stones_left
+        over = elapsed
+        while over > settings.period and periods > 1:
+            over -= settings.period
+            periods -= 1
+        return Clock(0.0, settings.period, periods, True)
+    return clock
+
+
+def expected_moves_left(move_number: int, board_points: int) -> float:
+    """Own moves still to play, a rough guess that never gets small."""
+    return max(0.1 * board_points + 5.0, (0.7 * board_points - move_number) / 2.0)
+
+
+def allocate(settings: TimeSettings, clock: Clock, move_number: int, board_points: int) -> float | None:
+    """Seconds to think on this move (see the module docstring); None = no limit."""
+    if settings.kind == NONE:
+        return None
+    moves = expected_moves_left(move_number, board_points)
+    if not clock.in_overtime:
+        budget = clock.main
+        margin = LAG + 0.05 * budget
+        t = (budget - margin) / moves
+        if settings.kind == CANADIAN and settings.stones > 0:
+            t += 0.5 * max(settings.period / settings.stones - LAG, 0.0)
+        elif settings.kind == BYOYOMI:
+            t += 0.5 * max(settings.period - LAG, 0.0)
+        t = min(t, max(budget - margin, 0.0) * 0.25) if settings.kind == ABSOLUTE else t
+        return max(t, MIN_MOVE)
+    if settings.kind == CANADIAN:
+        stones = max(clock.stones_left, 1)
+        margin = LAG + 0.05 * clock.period_left
+        return max((clock.period_left - margin) / stones, MIN_MOVE)
+    if settings.kind == BYOYOMI:
+        period = clock.period_left if clock.period_left > 0 else settings.period
+        return max(period - LAG - 0.1 * period, MIN_MOVE)
+    return MIN_MOVE
