@@ -200,6 +200,8 @@ class Engine:
         self.commands = {_gtp_name(m): getattr(self, m) for m in dir(self) if m.startswith("cmd_")}
         if warmup:
             threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
+        else:
+            self._ready.set()
 
     # ------------------------------------------------------------ plumbing
 
@@ -449,7 +451,15 @@ class Engine:
 
         try:
             if cmd.name == "lz-genmove_analyze":
-                move = self._genmove(color, callback=cb)
+                trees = []
+
+                def cb_keep(tree, n):
+                    trees[:] = [tree]
+                    return cb(tree, n)
+
+                move = self._genmove(color, callback=cb_keep)
+                if trees:
+                    emit(trees[0], force=True)
                 write(_sanitize(f"play {move}").replace("\n", " ") + "\n")
             else:
                 self._analyze(color, cb, until_stopped=stop)
@@ -1058,4 +1068,11 @@ def run(args) -> int:
         raise FileNotFoundError(f"value checkpoint not found: {cfg.value_checkpoint}")
     if cfg.visits < 0 or cfg.batch < 1 or not 0 <= cfg.lam <= 1:
         raise ValueError("--visits must be >= 0, --batch >= 1 and --lambda in [0, 1]")
-    return serve(Engine(cfg))
+    code = serve(Engine(cfg))
+    # The stdin reader is a daemon thread blocked in readline; leave without
+    # the interpreter's shutdown touching it.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)

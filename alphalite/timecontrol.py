@@ -10,16 +10,17 @@ Japanese byo-yomi, periods -- left in the current overtime).
 ``allocate(settings, clock, move_number, board_points)`` returns the seconds
 for one move, or None when there is no limit:
 
-* expected own moves left ``m = max(0.1*P + 5, (0.7*P - move_number) / 2)``
-  for a board of ``P`` points (about 126 at the start of 19x19, 28 on 9x9);
-* in main time: ``(main_left - margin) / m``, plus half a byo-yomi
-  allowance when overtime follows (main time may then be spent freely);
+* expected own moves left ``m = max(0.25*P + 10, (0.7*P - move_number) / 2)``
+  for a board of ``P`` points (126 at the start of 19x19, 30 on 9x9);
+* in main time: ``0.95 * main_left / m - LAG`` (the lag of every move
+  still to come is kept back), plus half a byo-yomi allowance when
+  overtime follows (main time may then be spent freely); in absolute time
   never more than a quarter of what is left;
 * Canadian overtime: ``(period_left - margin) / stones_left``;
 * Japanese byo-yomi: one period minus its margin (a period is not lost when
   the move is made inside it);
-* the margin covers GTP round trips and the search's last round:
-  ``LAG + 5%`` of the clock being spent; the result is at least ``MIN_MOVE``.
+* in overtime the margin is ``LAG`` plus 5% (Canadian) or 10% (byo-yomi)
+  of the period; the result is always at least ``MIN_MOVE``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from __future__ import annotations
 import dataclasses
 
 NONE, ABSOLUTE, CANADIAN, BYOYOMI = "none", "absolute", "canadian", "byoyomi"
-LAG = 0.4  # seconds kept per move for pipes, process scheduling and the last search round
-MIN_MOVE = 0.05  # seconds: the least a move gets (one search round)
+LAG = 0.2  # seconds kept per move for pipes, process scheduling and the last search round
+MIN_MOVE = 0.03  # seconds: the least a move gets (one search round)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +138,7 @@ def charge(settings: TimeSettings, clock: Clock, elapsed: float) -> Clock:
 
 def expected_moves_left(move_number: int, board_points: int) -> float:
     """Own moves still to play, a rough guess that never gets small."""
-    return max(0.1 * board_points + 5.0, (0.7 * board_points - move_number) / 2.0)
+    return max(0.25 * board_points + 10.0, (0.7 * board_points - move_number) / 2.0)
 
 
 def allocate(settings: TimeSettings, clock: Clock, move_number: int, board_points: int) -> float | None:
@@ -147,13 +148,12 @@ def allocate(settings: TimeSettings, clock: Clock, move_number: int, board_point
     moves = expected_moves_left(move_number, board_points)
     if not clock.in_overtime:
         budget = clock.main
-        margin = LAG + 0.05 * budget
-        t = (budget - margin) / moves
+        t = 0.95 * budget / moves - LAG
         if settings.kind == CANADIAN and settings.stones > 0:
             t += 0.5 * max(settings.period / settings.stones - LAG, 0.0)
         elif settings.kind == BYOYOMI:
             t += 0.5 * max(settings.period - LAG, 0.0)
-        t = min(t, max(budget - margin, 0.0) * 0.25) if settings.kind == ABSOLUTE else t
+        t = min(t, 0.25 * budget) if settings.kind == ABSOLUTE else t
         return max(t, MIN_MOVE)
     if settings.kind == CANADIAN:
         stones = max(clock.stones_left, 1)

@@ -1,0 +1,481 @@
+"""The GTP engine over real pipes: gogui-regress style transcripts
+(tests/gtp/*.tst), a fuzz run, a full game against GNU Go; and the pure
+parts: framing, time allocation, resigning, passing.
+
+Transcript format (as gogui-regress): a line ``ID command`` is sent; the
+``#? [regex]`` line after it must fully match the response text (after
+``=ID``, multi-line responses joined by newlines); ``#? [?regex]`` expects a
+failure response (``?ID message``). ``$DATA`` is tests/data and ``$TMP`` the
+test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from alphalite import gtp
+from alphalite import timecontrol as tc
+from alphalite.gtpclient import GtpClient, GtpError, find_gnugo
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+TST = sorted((ROOT / "tests" / "gtp").glob("*.tst"))
+GNUGO = find_gnugo()
+RESPONSE_START = re.compile(rb"([=?])([0-9]*)( |$)")
+RESULT = re.compile(r"0|[BW]\+[0-9]+(\.[0-9]+)?")
+
+
+class FramingError(AssertionError):
+    pass
+
+
+class RawGtp:
+    """Our engine as a subprocess, spoken to byte for byte; every response
+    is checked for framing (status, id echo, exactly one blank line)."""
+
+    def __init__(self, args: list[str], stderr_path: Path):
+        self.stderr = open(stderr_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "alphalite.cli", "gtp", *args], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in iter(self.proc.stdout.readline, b""):
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send_raw(self, data: bytes):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def _line(self, timeout: float) -> bytes:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise FramingError(f"no output within {timeout} s (hang)") from None
+        if line is None:
+            raise FramingError(f"engine exited (code {self.proc.poll()})")
+        if not line.endswith(b"\n") or line.endswith(b"\r\n"):
+            raise FramingError(f"bad line ending: {line!r}")
+        return line[:-1]
+
+    def response(self, ident: str = "", timeout: float = 60.0) -> tuple[bool, str]:
+        first = self._line(timeout)
+        m = RESPONSE_START.match(first)
+        if not m:
+            raise FramingError(f"response starts with {first!r}")
+        if m.group(2).decode() != ident:
+            raise FramingError(f"id {ident!r} not echoed: {first!r}")
+        body = [first[m.end():]]
+        while True:
+            line = self._line(timeout)
+            if line == b"":
+                break
+            body.append(line)
+        return m.group(1) == b"=", b"\n".join(body).decode("utf-8")
+
+    def no_pending_output(self, wait: float = 0.05):
+        time.sleep(wait)
+        if not self.lines.empty():
+            raise FramingError(f"unexpected extra output: {self.lines.get()!r}")
+
+    def ask(self, command: str, timeout: float = 60.0) -> tuple[bool, str]:
+        words = command.split()
+        ident = words[0] if words and words[0].isdigit() else ""
+        self.send_raw(command.encode() + b"\n")
+        return self.response(ident, timeout)
+
+    def close(self):
+        try:
+            self.send_raw(b"quit\n")
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    eng = RawGtp(["--engine", "random", "--size", "9", "--seed", "1"],
+                 tmp_path_factory.mktemp("gtp") / "stderr.txt")
+    yield eng
+    eng.close()
+
+
+# ---------------------------------------------------------------- transcripts
+
+
+def read_tst(path: Path):
+    """[(line number, command, expected or None)]."""
+    cases = []
+    for i, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if line.startswith("#?"):
+            m = re.fullmatch(r"#\?\s*\[(.*)\]", line)
+            assert m and cases and cases[-1][2] is None, f"{path.name}:{i}: stray or bad #? line"
+            cases[-1] = (cases[-1][0], cases[-1][1], m.group(1))
+        elif line and not line.startswith("#"):
+            cases.append((i, line, None))
+    return cases
+
+
+@pytest.mark.parametrize("path", TST, ids=[p.stem for p in TST])
+def test_transcript(engine, path, tmp_path):
+    assert engine.ask("clear_board")[0]
+    for lineno, command, expected in read_tst(path):
+        command = command.replace("$DATA", str(DATA)).replace("$TMP", str(tmp_path))
+        ok, body = engine.ask(command)
+        if expected is None:
+            continue
+        want_ok = not expected.startswith("?")
+        pattern = expected if want_ok else expected[1:]
+        where = f"{path.name}:{lineno}: {command!r} -> {'=' if ok else '?'} {body!r}"
+        assert ok == want_ok, where
+        assert re.fullmatch(pattern, body.strip() if not pattern.startswith("(?s)\\n") else body), where
+    engine.no_pending_output()
+
+
+def test_startup_answers_at_once(tmp_path):
+    """name/protocol_version come back before any warm-up (well under the
+    Numba and network start-up), ids echoed, one blank line each."""
+    eng = RawGtp(["--engine", "mcts", "--size", "9", "--visits", "32"], tmp_path / "stderr.txt")
+    try:
+        t0 = time.perf_counter()
+        eng.send_raw(b"1 protocol_version\n2 name\n")
+        assert eng.response("1", timeout=20) == (True, "2")
+        assert eng.response("2", timeout=20) == (True, "alphalite")
+        first = time.perf_counter() - t0
+        ok, move = eng.ask("3 genmove b")
+        assert ok and re.fullmatch(r"[A-HJ][1-9]|pass", move)
+        assert first < 3.0, f"first answers took {first:.1f} s"
+        # streaming analysis: info lines until the next line arrives
+        eng.send_raw(b"4 lz-analyze w 5\n")
+        time.sleep(0.5)
+        eng.send_raw(b"\n")
+        ok, body = eng.response("4")
+        infos = [ln for ln in body.split("\n") if ln]
+        assert ok and infos, body
+        m = re.match(r"info move ([A-HJ][1-9]|pass) visits ([0-9]+) winrate ([0-9]+) prior ([0-9]+) "
+                     r"lcb ([0-9]+) order 0 pv ", infos[-1])
+        assert m and int(m.group(2)) > 0 and 0 <= int(m.group(3)) <= 10000, infos[-1]
+        ok, body = eng.ask("5 lz-genmove_analyze w 10")
+        assert ok and re.search(r"(?m)^play ([A-HJ][1-9]|pass)$", body), body
+        ok, board = eng.ask("6 showboard")
+        assert board.count("O") == 1 and board.count("X") == 1
+        eng.no_pending_output()
+    finally:
+        eng.close()
+
+
+# ---------------------------------------------------------------- fuzz
+
+
+COMMANDS = ["protocol_version", "name", "version", "known_command", "list_commands", "boardsize",
+            "clear_board", "komi", "play", "genmove", "undo", "showboard", "fixed_handicap",
+            "place_free_handicap", "set_free_handicap", "time_settings", "time_left", "kgs-time_settings",
+            "kgs-genmove_cleanup", "final_score", "final_status_list", "loadsgf", "reg_genmove",
+            "lz-analyze", "gogui-analyze_commands", "alphalite-policy_heatmap", "alphalite-policy_dboard"]
+WORDS = ["b", "w", "black", "WHITE", "pass", "PASS", "a1", "J9", "i5", "z99", "t19", "0", "-1", "2", "9",
+         "25", "26", "99999999999999999999999999", "1e308", "nan", "inf", "-0", "7.5", "x", "", "é", "黑",
+         "\u2028", "\x00", "\x1b[31m", "#", "\t", "\r", "alive", "dead", "seki", "none", "absolute",
+         "byoyomi", "canadian", "interval", "10", "300", "%s%n", "../../etc/passwd"]
+
+
+def fuzz_lines(rng: np.random.Generator, n: int) -> list[bytes]:
+    out = []
+    for _ in range(n):
+        kind = rng.integers(6)
+        if kind == 0:  # random bytes
+            line = bytes(rng.integers(0, 256, size=int(rng.integers(0, 40)), dtype=np.uint8)).replace(b"\n", b"")
+        elif kind == 1:  # a known command with garbage arguments
+            args = [WORDS[i] for i in rng.integers(0, len(WORDS), size=int(rng.integers(0, 4)))]
+            line = " ".join([COMMANDS[rng.integers(len(COMMANDS))], *args]).encode("utf-8", "replace")
+        elif kind == 2:  # a sensible move
+            v = "ABCDEFGHJ"[rng.integers(9)] + str(rng.integers(1, 10))
+            line = f"{rng.choice(['play b', 'play w', 'genmove b', 'genmove w'])} {v}".encode()
+            line = line.rsplit(b" ", 1)[0] if line.startswith(b"genmove") else line
+        elif kind == 3:  # ids, whitespace, CR, tabs, comments, empty
+            line = rng.choice([b"", b"   ", b"\t", b"\r", b"# just a comment", b"12", b"7 name\r",
+                               b"\t3\tversion # c", b"00042 protocol_version", b"-5 name", b"1.5 name",
+                               b"99999999999999999999999999 name", b"boardsize 9", b"clear_board"])
+        elif kind == 4:  # unicode
+            line = rng.choice(["名前", "play b ｄ４", "genmove ⚫", "komi ６.５", "boardsize ９", "ünknown"]).encode()
+        else:  # huge numbers and long lines
+            line = rng.choice([b"komi 1" + b"0" * 400, b"boardsize " + b"9" * 5000, b"x" * 10000,
+                               b"time_settings 1e9 1e9 1e9", b"time_left b 1e400 0", b"fixed_handicap 4",
+                               b"final_score", b"undo"])
+        out.append(bytes(line))
+    return out
+
+
+def expect_response(line: bytes) -> tuple[bool, str, str]:
+    """(does the spec call for a response, its id, command name), decided
+    independently of the engine's parser."""
+    text = line.decode("utf-8", "replace")
+    text = "".join(ch for ch in text if ch == "\t" or not (ord(ch) < 32 or 127 <= ord(ch) < 160
+                                                             or ch in "\u2028\u2029"))
+    text = text.split("#", 1)[0].replace("\t", " ")
+    words = text.split()
+    if not words:
+        return False, "", ""
+    ident = words[0] if re.fullmatch(r"[0-9]+", words[0]) else ""
+    name = words[1] if ident and len(words) > 1 else (words[0] if not ident else "")
+    return True, ident, name
+
+
+def test_fuzz_never_crashes_or_desynchronises(engine):
+    rng = np.random.default_rng(2024)
+    lines = fuzz_lines(rng, 2500)
+    engine.ask("boardsize 9")
+    sent = answered = 0
+    for i, line in enumerate(lines):
+        need, ident, name = expect_response(line)
+        if name in ("quit", "loadsgf", "printsgf"):
+            continue  # would end the session or touch files outside tmp_path
+        ending = [b"\n", b"\r\n", b"\n"][i % 3]
+        engine.send_raw(line + ending)
+        sent += 1
+        if name in gtp.STREAMING:
+            engine.send_raw(b"\n")  # a GUI stops the analysis with a new line
+        if need:
+            engine.response(ident, timeout=60)
+            answered += 1
+        if i % 100 == 99:  # resynchronise check
+            ok, body = engine.ask(f"{i} name")
+            assert ok and body == "alphalite"
+    engine.no_pending_output()
+    assert engine.proc.poll() is None
+    assert answered > 2000 and sent > answered
+    assert engine.ask("777 protocol_version") == (True, "2")
+
+
+# ---------------------------------------------------------------- GNU Go
+
+
+@pytest.mark.skipif(GNUGO is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")
+def test_full_game_against_gnugo(tmp_path):
+    size, komi = 9, 7.5
+    ours = GtpClient([sys.executable, "-m", "alphalite.cli", "gtp", "--engine", "mcts", "--visits", "48",
+                      "--no-resign", "--size", str(size), "--seed", "3"], timeout=120,
+                     stderr=open(tmp_path / "ours.txt", "w"))
+    theirs = GtpClient([GNUGO, "--mode", "gtp", "--level", "1", "--chinese-rules", "--positional-superko"],
+                       timeout=60)
+    with ours, theirs:
+        for eng in (ours, theirs):
+            eng.send(f"boardsize {size}")
+            eng.send("clear_board")
+            eng.send(f"komi {komi}")
+        players = {"black": ours, "white": theirs}
+        passes, moves, resigned = 0, 0, None
+        colour = "black"
+        while passes < 2 and moves < 160:
+            mover = players[colour]
+            other = theirs if mover is ours else ours
+            move = mover.send(f"genmove {colour}").lower()
+            if move == "resign":
+                resigned = colour
+                break
+            other.send(f"play {colour} {move}")  # raises GtpError if the engines disagree on legality
+            passes = passes + 1 if move == "pass" else 0
+            moves += 1
+            colour = "white" if colour == "black" else "black"
+        assert moves >= 10
+        ours_score = ours.send("final_score")
+        theirs_score = theirs.send("final_score")
+    assert RESULT.fullmatch(ours_score), ours_score
+    assert RESULT.fullmatch(theirs_score), theirs_score
+
+    def signed(r):
+        return 0.0 if r == "0" else (1 if r[0] == "B" else -1) * float(r[2:])
+
+    a, b = signed(ours_score), signed(theirs_score)
+    if passes >= 2:  # a finished game: the two counts agree up to dead-stone judgement
+        assert np.sign(a) == np.sign(b) or abs(a - b) <= 10, (ours_score, theirs_score)
+    else:  # cut off at the move cap or resigned: both still give a scored result
+        assert resigned or moves == 160
+
+
+# ---------------------------------------------------------------- policy net
+
+
+def test_policy_engine_and_fallback(tmp_path):
+    import jax
+
+    from alphalite import checkpoint, features, nets
+
+    model = nets.make_model("b1c8", 9, features.num_planes("default"))
+    variables = nets.init_variables(model, jax.random.PRNGKey(0))
+    path = checkpoint.export_model(tmp_path / "model", variables,
+                                   {"model": "b1c8", "board_size": 9, "preset": "default"})
+    eng = RawGtp(["--engine", "policy", "--checkpoint", str(path), "--size", "9"], tmp_path / "stderr.txt")
+    try:
+        assert eng.ask("1 name") == (True, "alphalite")
+        seen = set()
+        for i, colour in enumerate("bwbw"):
+            ok, move = eng.ask(f"{10 + i} genmove {colour}", timeout=120)
+            assert ok and re.fullmatch(r"[A-HJ][1-9]", move) and move not in seen
+            seen.add(move)
+        ok, heat = eng.ask("20 alphalite-policy_heatmap")
+        assert ok and heat.startswith("INFLUENCE ") and "\nTEXT pass" in heat
+        ok, dboard = eng.ask("21 alphalite-policy_dboard")
+        rows = dboard.strip().split("\n")
+        assert ok and len(rows) == 9 and all(len(r.split()) == 9 for r in rows)
+        assert abs(sum(float(x) for r in rows for x in r.split()) - 100) < 5
+        assert eng.ask("22 boardsize 7")[0]
+        ok, move = eng.ask("23 genmove b", timeout=120)
+        assert ok and re.fullmatch(r"[A-HJ][1-7]|pass", move)
+    finally:
+        eng.close()
+    log = (tmp_path / "stderr.txt").read_text()
+    assert "loaded b1c8 for 9x9" in log
+    assert "plays 9x9 only; on 7x7 using rollout MCTS" in log
+
+
+# ---------------------------------------------------------------- in-process
+
+
+def test_handle_framing_pure():
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=9), log=lambda m: None, warmup=False)
+    assert eng.handle("") == ""
+    assert eng.handle("   # only a comment") == ""
+    assert eng.handle("7 name") == "=7 alphalite\n\n"
+    assert eng.handle("8 nosuch") == "?8 unknown command\n\n"
+    assert eng.handle("9\tboardsize\t1\r") == "?9 unacceptable size\n\n"
+    assert eng.handle("play b e5") == "=\n\n"
+    before = eng.handle("showboard")
+    assert eng.handle("10 play w E5") == "?10 illegal move\n\n"
+    assert eng.handle("showboard") == before  # a failed play changes nothing
+    out = eng.handle("11 showboard")
+    assert out.startswith("=11\n") and out.endswith("\n\n") and "\n\n" not in out[:-2]
+    assert gtp.frame("3", True, "a\n\n\nb\r\n") == "=3 a\nb\n\n"
+
+
+def test_time_settings_parsing():
+    assert tc.from_gtp_time_settings(300, 0, 0) == tc.TimeSettings(tc.ABSOLUTE, main=300)
+    assert tc.from_gtp_time_settings(0, 10, 0).kind == tc.NONE
+    assert tc.from_gtp_time_settings(60, 30, 10) == tc.TimeSettings(tc.CANADIAN, 60, 30, 10)
+    assert tc.from_kgs(["byoyomi", "60", "10", "5"]) == tc.TimeSettings(tc.BYOYOMI, 60, 10, 5)
+    assert tc.from_kgs(["none"]).kind == tc.NONE
+    with pytest.raises(ValueError):
+        tc.from_kgs(["fischer", "1", "2"])
+    s = tc.TimeSettings(tc.CANADIAN, 60, 30, 10)
+    assert tc.from_time_left(s, 25, 4) == tc.Clock(0.0, 25, 4, True)
+    assert tc.from_time_left(s, 50, 0) == tc.Clock(main=50)
+
+
+@pytest.mark.parametrize("size,own_moves", [(9, 120), (19, 220)])
+def test_five_minute_game_never_loses_on_time(size, own_moves):
+    """Absolute 5 minutes: spending every allocation plus 0.1 s of overhead
+    per move, a very long game still ends with time on the clock, and the
+    opening moves get a fair share."""
+    s = tc.from_gtp_time_settings(300, 0, 0)
+    clock = tc.start_clock(s)
+    spent = []
+    for k in range(own_moves):
+        t = tc.allocate(s, clock, 2 * k, size * size)
+        assert t is not None and t >= tc.MIN_MOVE
+        spent.append(t)
+        clock = tc.charge(s, clock, t + 0.1)
+        assert clock.main > 0, f"flagged at own move {k}"
+    assert 1.0 < spent[0] < 20.0 and spent[0] > spent[-1]
+    assert sum(spent[:20]) > 30.0  # the clock is really used, not hoarded
+
+
+def test_overtime_allocation_stays_inside_the_period():
+    s = tc.TimeSettings(tc.CANADIAN, 0, 30, 10)
+    clock = tc.start_clock(s)
+    for k in range(35):
+        t = tc.allocate(s, clock, 100 + 2 * k, 81)
+        left_before = clock.period_left
+        clock = tc.charge(s, clock, t + 0.1)
+        assert t + 0.1 < left_before
+        assert clock.stones_left >= 1
+    b = tc.TimeSettings(tc.BYOYOMI, 0, 10, 3)
+    clock = tc.start_clock(b)
+    for k in range(20):
+        t = tc.allocate(b, clock, 50 + 2 * k, 361)
+        assert 5 < t < 10 - tc.LAG
+        clock = tc.charge(b, clock, t + 0.1)
+        assert clock.stones_left == 3  # no period lost
+    assert tc.allocate(tc.TimeSettings(), tc.Clock(), 0, 81) is None
+
+
+def test_resign_policy_with_fake_values():
+    from alphalite.players import ResignPolicy
+
+    points = 81
+    rp = ResignPolicy(threshold=0.1, consecutive=3)
+    seq = [0.05, 0.05, 0.5, 0.05, 0.05, 0.05]
+    got = [rp.observe(v, move_number=30 + 2 * i, board_points=points, color=1) for i, v in enumerate(seq)]
+    assert got == [False, False, False, False, False, True]
+    rp = ResignPolicy(threshold=0.1, consecutive=3)  # never in the opening (first 20% of 81 points)
+    assert not any(rp.observe(0.0, move_number=m, board_points=points, color=1) for m in range(0, 17, 2))
+    assert rp.observe(0.0, move_number=18, board_points=points, color=1)
+    rp = ResignPolicy(threshold=0.1, consecutive=3)  # White giving handicap: stricter
+    assert not any(rp.observe(0.07, move_number=40 + m, board_points=points, color=-1, handicap=4)
+                   for m in range(20))
+    assert [rp.observe(0.01, move_number=60 + m, board_points=points, color=-1, handicap=4)
+            for m in range(6)] == [False] * 5 + [True]
+    rp = ResignPolicy(enabled=False)
+    assert not any(rp.observe(0.0, move_number=80, board_points=points, color=1) for _ in range(10))
+    rp = ResignPolicy()
+    assert not any(rp.observe(None, move_number=80, board_points=points, color=1) for _ in range(10))
+
+
+class FakePlayer:
+    """Always the first candidate, with a scripted winrate."""
+
+    has_prior = False
+
+    def __init__(self, winrates):
+        self.winrates = list(winrates)
+
+    def genmove(self, state, candidates, budget, rng, callback=None):
+        from alphalite.players import Decision
+
+        return Decision(int(np.flatnonzero(candidates[:-1])[0]), winrate=self.winrates.pop(0))
+
+    def forget(self):
+        pass
+
+
+def test_engine_resigns_passes_and_cleans_up():
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=9, resign_moves=2), log=lambda m: None,
+                     warmup=False)
+    eng._players[9] = FakePlayer([0.02] * 40)
+    replies = []
+    for i in range(20):
+        replies.append(eng.handle(f"genmove {'bw'[i % 2]}").split()[1])
+        if replies[-1] == "resign":
+            break
+    # the opening (16 of 81 points in moves) is protected; then two bad moves in a row
+    assert replies[-1] == "resign" and len(replies) > 16
+    # passing: black owns more after white's pass -> black passes; white, behind, plays on
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=7, seed=1), log=lambda m: None, warmup=False)
+    for i in range(1, 8):
+        eng.handle(f"play b d{i}")
+        eng.handle(f"play w e{i}")
+    assert eng.handle("komi 0.5") == "=\n\n"
+    assert eng.handle("play w pass") == "=\n\n"
+    assert eng.handle("genmove b") == "= pass\n\n"
+    assert eng.handle("undo") == "=\n\n"
+    assert eng.handle("undo") == "=\n\n"
+    assert eng.handle("play b pass") == "=\n\n"
+    assert eng.handle("genmove w") not in ("= pass\n\n", "= resign\n\n")
+    # no move left outside own eyes: pass
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=5), log=lambda m: None, warmup=False)
+    all_but = [f"{c}{r}" for c in "ABCDE" for r in range(1, 6) if f"{c}{r}" not in ("A1", "E5")]
+    assert eng.handle("set_free_handicap " + " ".join(all_but)) == "=\n\n"
+    assert eng.handle("genmove b") == "= pass\n\n"
+    assert eng.handle("genmove w") == "= pass\n\n"  # both eyes are suicide for white
