@@ -875,10 +875,12 @@ class Engine:
         return " ".join(parts)
 
     def _analyze(self, color, callback, until_stopped=None, max_visits=None):
+        from alphalite import players
+
         self._ready.wait()
         state = self._with_to_play(self.state, color)
         player = self._analysis_player()
-        cap = max_visits if max_visits is not None else 200_000
+        cap = max_visits if max_visits is not None else players.max_tree_visits(state.size)
         out = player.run(state, self._gen(), max_visits=cap, callback=callback)
         if until_stopped is not None:
             while not until_stopped():

@@ -333,6 +333,14 @@ def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: flo
     return out
 
 
+TREE_BYTES = 300 << 20  # memory a search tree may grow to (about 25 bytes per node and action)
+
+
+def max_tree_visits(size: int) -> int:
+    """Visits that keep a tree within TREE_BYTES (tens of thousands on 19x19)."""
+    return int(TREE_BYTES // (25 * (size * size + 1)))
+
+
 class MctsPlayer:
     name = "mcts"
     has_prior = False
@@ -383,7 +391,7 @@ class MctsPlayer:
 
     def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
         # With a clock, the budget rules and the visit cap only guards memory.
-        cap = self.visits if budget is None else max(self.visits, 100_000)
+        cap = self.visits if budget is None else max(self.visits, max_tree_visits(state.size))
         out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback)
         tree = out.tree
         n2 = state.size * state.size

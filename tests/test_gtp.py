@@ -173,6 +173,17 @@ def test_startup_answers_at_once(tmp_path):
         assert ok and re.search(r"(?m)^play ([A-HJ][1-9]|pass)$", body), body
         ok, board = eng.ask("6 showboard")
         assert board.count("O") == 1 and board.count("X") == 1
+        # under a clock the search stops on time, whatever --visits says
+        assert eng.ask("7 time_settings 300 0 0") == (True, "")
+        assert eng.ask("8 time_left b 30 0") == (True, "")
+        t0 = time.perf_counter()
+        ok, move = eng.ask("9 genmove b")
+        took = time.perf_counter() - t0
+        assert ok and 0.3 < took < 3.0, took  # about 0.95 * 30 / 30 - 0.2 s
+        assert eng.ask("10 kgs-time_settings byoyomi 0 1 3") == (True, "")
+        t0 = time.perf_counter()
+        ok, move = eng.ask("11 genmove w")
+        assert ok and time.perf_counter() - t0 < 1.0
         eng.no_pending_output()
     finally:
         eng.close()
@@ -359,6 +370,10 @@ def test_handle_framing_pure():
     out = eng.handle("11 showboard")
     assert out.startswith("=11\n") and out.endswith("\n\n") and "\n\n" not in out[:-2]
     assert gtp.frame("3", True, "a\n\n\nb\r\n") == "=3 a\nb\n\n"
+    out = eng.handle("12 lz-analyze w 10")
+    assert re.fullmatch(r"=12 (info move [A-HJ][1-9] visits [0-9]+ winrate [0-9]+ prior [0-9]+ lcb [0-9]+ "
+                        r"order [0-9]+ pv( [A-HJ][1-9]| pass)+ ?)+\n\n", out), out
+    assert eng.handle("13 lz-analyze w 10 bogus") == "?13 syntax error\n\n"
 
 
 def test_time_settings_parsing():
