@@ -277,7 +277,7 @@ def test_fuzz_never_crashes_or_desynchronises(engine):
 @pytest.mark.skipif(GNUGO is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")
 def test_full_game_against_gnugo(tmp_path):
     size, komi = 9, 7.5
-    ours = GtpClient([sys.executable, "-m", "alphalite.cli", "gtp", "--engine", "mcts", "--visits", "48",
+    ours = GtpClient([sys.executable, "-m", "alphalite.cli", "gtp", "--engine", "mcts", "--visits", "64",
                       "--no-resign", "--size", str(size), "--seed", "3"], timeout=120,
                      stderr=open(tmp_path / "ours.txt", "w"))
     theirs = GtpClient([GNUGO, "--mode", "gtp", "--level", "1", "--chinese-rules", "--positional-superko"],
@@ -287,13 +287,22 @@ def test_full_game_against_gnugo(tmp_path):
             eng.send(f"boardsize {size}")
             eng.send("clear_board")
             eng.send(f"komi {komi}")
+        # Our engine plays on a 12-second absolute clock kept by this referee.
+        clock = 12.0
+        ours.send(f"time_settings {clock:g} 0 0")
         players = {"black": ours, "white": theirs}
         passes, moves, resigned = 0, 0, None
         colour = "black"
         while passes < 2 and moves < 160:
             mover = players[colour]
             other = theirs if mover is ours else ours
+            if mover is ours:
+                ours.send(f"time_left {colour} {max(clock, 0.0):.2f} 0")
+            t0 = time.perf_counter()
             move = mover.send(f"genmove {colour}").lower()
+            if mover is ours:
+                clock -= time.perf_counter() - t0
+                assert clock > 0, f"lost on time at move {moves}"
             if move == "resign":
                 resigned = colour
                 break
