@@ -29,8 +29,9 @@ commands run a short search and answer once.
 Players (``--engine``): ``random``, ``policy`` (policy net; argmax or
 sampling), ``mcts`` (PUCT with policy priors and rollout values, a value net
 mixed in with ``--lambda``). A network only plays the board size it was
-trained on; on other sizes the engine falls back to rollout MCTS with
-uniform priors and says so on stderr. Time control, resigning, passing and
+trained on; on other sizes (or without a network) the engine falls back to
+rollout MCTS with a knowledge-free line prior (``players.line_prior``) and
+says so on stderr. Time control, resigning, passing and
 scoring: see ``alphalite.timecontrol`` and ``alphalite.players``.
 """
 
@@ -237,7 +238,7 @@ class Engine:
         if not self.config.checkpoint:
             self._net_error = "no --checkpoint given"
             self.log(f"{NAME}: {self.config.engine} engine without --checkpoint: using rollout MCTS "
-                     "with uniform priors")
+                     "with line priors")
             return
         try:
             from alphalite import checkpoint, players
@@ -254,7 +255,7 @@ class Engine:
         except Exception as e:  # noqa: BLE001 - any bad checkpoint: one line, then fall back
             self._net_error = f"{type(e).__name__}: {e}"
             self.log(f"{NAME}: cannot load the network ({self._net_error}); using rollout MCTS with "
-                     "uniform priors")
+                     "line priors")
 
     def _gen(self):
         import numpy as np
@@ -294,11 +295,11 @@ class Engine:
             else:
                 if net is not None:
                     self._say_once(f"{NAME}: the network plays {net.size}x{net.size} only; on {size}x{size} "
-                                   "using rollout MCTS with uniform priors")
+                                   "using rollout MCTS with line priors")
                 from search.evaluators import rollout_evaluator
 
-                p = players.MctsPlayer(rollout_evaluator(), visits=cfg.visits, batch_size=cfg.batch,
-                                       label="rollout-mcts")
+                p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(size)), visits=cfg.visits,
+                                       batch_size=cfg.batch, label="rollout-mcts")
         self._players[size] = p
         return p
 
@@ -709,6 +710,8 @@ class Engine:
 
         key = (state.hash, state.komi, state.move_number, state.to_play)
         if key not in self._judged:
+            if len(self._judged) >= 64:
+                self._judged.clear()
             seed = (state.hash ^ self.config.seed) & 0x7FFFFFFFFFFFFFFF
             self._judged[key] = players.final_score(state, self.config.score_playouts, seed)
         return self._judged[key]
@@ -778,6 +781,8 @@ class Engine:
 
         limit = None if move_number is None else _parse_int(move_number, lo=1) - 1
         try:
+            if not os.path.isfile(filename):  # not a FIFO or device that could block or never end
+                raise OSError("not a regular file")
             with open(filename, "rb") as f:
                 data = f.read(16 << 20)
             rec = sgf.read_sgf(data)

@@ -359,7 +359,7 @@ def test_policy_engine_and_fallback(tmp_path):
         eng.close()
     log = (tmp_path / "stderr.txt").read_text()
     assert "loaded b1c8 for 9x9" in log
-    assert "plays 9x9 only; on 7x7 using rollout MCTS" in log
+    assert "plays 9x9 only; on 7x7 using rollout MCTS with line priors" in log
 
 
 # ---------------------------------------------------------------- in-process
