@@ -24,7 +24,7 @@ import pytest
 
 from alphalite import gtp
 from alphalite import timecontrol as tc
-from alphalite.gtpclient import GtpClient, GtpError, find_gnugo
+from alphalite.gtpclient import GtpClient, find_gnugo
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
