@@ -2,7 +2,9 @@
 in tests/data), each stage printing what it made.
 
 Stages: build a dataset from the sample; train a small 19x19 policy for about
-two minutes; evaluate it on the held-out games. Everything goes under
+two minutes; evaluate it on the held-out games; let a policy (the shipped
+checkpoints/policy19 when present, else the one just trained) play a few
+moves through a real GTP exchange and print the board. Everything goes under
 ``runs/demo`` (ignored by git); a rerun resumes where it stopped.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,6 +58,28 @@ def stage_eval(workdir: Path, data: Path) -> dict:
     return res
 
 
+def stage_gtp(checkpoint: Path, moves: int = 12) -> str:
+    """Our engine over a real GTP pipe, as a GUI drives it."""
+    from alphalite.gtpclient import GtpClient
+
+    _banner(f"4. GTP: the policy ({checkpoint.relative_to(ROOT) if checkpoint.is_relative_to(ROOT) else checkpoint}) "
+            f"plays {moves} moves over a GTP pipe")
+    argv = [sys.executable, "-m", "alphalite.cli", "gtp", "--engine", "policy", "--checkpoint", str(checkpoint)]
+    with GtpClient(argv, timeout=120, stderr=subprocess.DEVNULL) as gtp:
+        print(f"name: {gtp.send('name')}  protocol_version: {gtp.send('protocol_version')}")
+        gtp.send("boardsize 19")
+        gtp.send("clear_board")
+        gtp.send("komi 6.5")
+        played = []
+        for i in range(moves):
+            colour = "b" if i % 2 == 0 else "w"
+            played.append(f"{colour.upper()} {gtp.send(f'genmove {colour}')}")
+        print("moves:", ", ".join(played))
+        board = gtp.send("showboard")
+        print(board)
+        return board
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="alphalite-demo", description=__doc__)
     p.add_argument("--out", default=str(ROOT / "runs" / "demo"), help="demo folder")
@@ -66,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         data = stage_data(out / "data")
         stage_sl(data, out / "sl", args.minutes)
         stage_eval(out / "sl", data)
+        shipped = ROOT / "checkpoints" / "policy19"
+        stage_gtp(shipped if (shipped / "model.json").exists() else out / "sl")
     except KeyboardInterrupt:
         print("\ndemo interrupted; rerun `make demo` to resume", file=sys.stderr)
         return 130
