@@ -23,7 +23,9 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from alphalite import coords
 
@@ -82,7 +84,31 @@ def zobrist_table() -> np.ndarray:
 # The hot helpers take the arrays one by one rather than the tuple ``B``:
 # taking an array out of a tuple costs Numba a reference-count update, and
 # doing that on every call of a per-move kernel was most of its time. The
-# public kernels unpack ``B`` once and call these.
+# public kernels unpack ``B`` once and call these. The loops (playout,
+# replay, legal_mask) also pass the arrays through ``_borrow`` and the
+# per-move helpers are inlined: together these take every reference count
+# out of the per-move path.
+
+
+@intrinsic
+def _borrow(typingctx, arr):
+    """The same array without reference counting (a NULL meminfo).
+
+    Numba increments and decrements an array's count (atomic instructions,
+    through a call) around every call of a helper taking it, inlined or not,
+    and its pruning pass did not remove them from the per-move kernels: about
+    40 such calls a move in a playout. With a NULL meminfo visible in the
+    same function LLVM drops them. Only for use inside a kernel while the
+    board tuple it came from is alive; never return or store the result."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, value=args[0])
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        return ary._getvalue()
+
+    return arr(arr), codegen
 
 
 @njit(cache=True, inline="always")
@@ -136,23 +162,32 @@ def init_board(size, superko, suicide, zob, hist_cap):
     return (color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob)
 
 
+@njit(cache=True, inline="always")
+def _copy(dst, src, n):
+    # A plain loop: LLVM turns it into a block copy, where Numba's slice
+    # assignment ``dst[:] = src`` walks element by element.
+    for i in range(n):
+        dst[i] = src[i]
+
+
 @njit(cache=True)
 def copy_board(dst, src):
     """Copy board tuple ``src`` into ``dst`` of the same size, without
     allocating (playout loops reset a scratch board this way). ``dst``'s
     history must be at least as long as ``src``'s recorded part."""
-    dst[B_COLOR][:] = src[B_COLOR]
-    dst[B_HEAD][:] = src[B_HEAD]
-    dst[B_NXT][:] = src[B_NXT]
-    dst[B_LIBS][:] = src[B_LIBS]
-    dst[B_GSIZE][:] = src[B_GSIZE]
-    dst[B_MARK][:] = src[B_MARK]  # with meta's M_GEN, so scratch marks stay consistent
-    dst[B_EMPT][:] = src[B_EMPT]
-    dst[B_EPOS][:] = src[B_EPOS]
-    dst[B_META][:] = src[B_META]
-    dst[B_BLOOM][:] = src[B_BLOOM]
-    n = src[B_META][M_NHIST]
-    dst[B_HIST][:n] = src[B_HIST][:n]
+    P = src[B_COLOR].shape[0]
+    _copy(_borrow(dst[B_COLOR]), _borrow(src[B_COLOR]), P)
+    _copy(_borrow(dst[B_HEAD]), _borrow(src[B_HEAD]), P)
+    _copy(_borrow(dst[B_NXT]), _borrow(src[B_NXT]), P)
+    _copy(_borrow(dst[B_LIBS]), _borrow(src[B_LIBS]), P)
+    _copy(_borrow(dst[B_GSIZE]), _borrow(src[B_GSIZE]), P)
+    # mark goes with meta's M_GEN, so scratch marks stay consistent
+    _copy(_borrow(dst[B_MARK]), _borrow(src[B_MARK]), P)
+    _copy(_borrow(dst[B_EMPT]), _borrow(src[B_EMPT]), src[B_EMPT].shape[0])
+    _copy(_borrow(dst[B_EPOS]), _borrow(src[B_EPOS]), P)
+    _copy(_borrow(dst[B_META]), _borrow(src[B_META]), N_META)
+    _copy(_borrow(dst[B_BLOOM]), _borrow(src[B_BLOOM]), BLOOM_WORDS)
+    _copy(_borrow(dst[B_HIST]), _borrow(src[B_HIST]), src[B_META][M_NHIST])
 
 
 @njit(cache=True, inline="always")
@@ -183,7 +218,7 @@ def _seen(meta, hist, bloom, h):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone):
     if color[p] != EMPTY:
         return OCCUPIED
@@ -283,7 +318,7 @@ def _add_empty(empt, epos, meta, p):
     meta[M_NEMPTY] = n + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _remove_group(color, head, nxt, libs, empt, epos, meta, zob, g, W):
     """Take group ``g`` off the board; its neighbours gain liberties.
 
@@ -352,7 +387,24 @@ def do_pass(B):
     _push_last(meta, size * size)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _group_at(color, head, n):
+    c = color[n]
+    return head[n] if c == BLACK or c == WHITE else -1
+
+
+@njit(cache=True, inline="always")
+def _touch(color, libs, gsize, g, stone, nfriends, base):
+    # Group g has lost a liberty; a friendly one may become the merge base.
+    libs[g] -= 1
+    if color[g] == stone:
+        nfriends += 1
+        if base < 0 or gsize[g] > gsize[base]:
+            base = g
+    return nfriends, base
+
+
+@njit(cache=True, inline="always")
 def _place(color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob, p, stone):
     size = meta[M_SIZE]
     W = size + 2
@@ -367,25 +419,23 @@ def _place(color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, z
     h = meta[M_HASH] ^ zob[si, p]
 
     # p was one liberty of each distinct neighbouring group.
+    # A head is a stone of its own group, so two stone neighbours belong to
+    # the same group exactly when their heads are equal: load the four heads
+    # once (-1 for empty and wall) and compare those.
+    g0 = _group_at(color, head, p - W)
+    g1 = _group_at(color, head, p - 1)
+    g2 = _group_at(color, head, p + 1)
+    g3 = _group_at(color, head, p + W)
     nfriends = 0
     base = -1
-    for i in range(4):
-        n = _nb(p, W, i)
-        c = color[n]
-        if c == stone or c == opp:
-            g = head[n]
-            dup = False
-            for j in range(i):
-                m = _nb(p, W, j)
-                if color[m] == c and head[m] == g:
-                    dup = True
-            if dup:
-                continue
-            libs[g] -= 1
-            if c == stone:
-                nfriends += 1
-                if base < 0 or gsize[g] > gsize[base]:
-                    base = g
+    if g0 >= 0:
+        nfriends, base = _touch(color, libs, gsize, g0, stone, nfriends, base)
+    if g1 >= 0 and g1 != g0:
+        nfriends, base = _touch(color, libs, gsize, g1, stone, nfriends, base)
+    if g2 >= 0 and g2 != g0 and g2 != g1:
+        nfriends, base = _touch(color, libs, gsize, g2, stone, nfriends, base)
+    if g3 >= 0 and g3 != g0 and g3 != g1 and g3 != g2:
+        nfriends, base = _touch(color, libs, gsize, g3, stone, nfriends, base)
 
     if nfriends == 0:
         nl = 0
@@ -578,18 +628,18 @@ def replay(B, moves, n):
     Returns how many were played: ``n``, or the index of the first illegal
     move (the board then holds the position before it). One call for a whole
     game, so the board tuple is unpacked once rather than per move."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    nxt = B[B_NXT]
-    libs = B[B_LIBS]
-    gsize = B[B_GSIZE]
-    mark = B[B_MARK]
-    empt = B[B_EMPT]
-    epos = B[B_EPOS]
-    meta = B[B_META]
-    hist = B[B_HIST]
-    bloom = B[B_BLOOM]
-    zob = B[B_ZOB]
+    color = _borrow(B[B_COLOR])
+    head = _borrow(B[B_HEAD])
+    nxt = _borrow(B[B_NXT])
+    libs = _borrow(B[B_LIBS])
+    gsize = _borrow(B[B_GSIZE])
+    mark = _borrow(B[B_MARK])
+    empt = _borrow(B[B_EMPT])
+    epos = _borrow(B[B_EPOS])
+    meta = _borrow(B[B_META])
+    hist = _borrow(B[B_HIST])
+    bloom = _borrow(B[B_BLOOM])
+    zob = _borrow(B[B_ZOB])
     size = meta[M_SIZE]
     W = size + 2
     for i in range(n):
@@ -611,14 +661,14 @@ def replay(B, moves, n):
 @njit(cache=True)
 def legal_mask(B, out):
     """Fill bool ``out[size*size+1]`` for the player to move (pass last)."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    nxt = B[B_NXT]
-    libs = B[B_LIBS]
-    meta = B[B_META]
-    hist = B[B_HIST]
-    bloom = B[B_BLOOM]
-    zob = B[B_ZOB]
+    color = _borrow(B[B_COLOR])
+    head = _borrow(B[B_HEAD])
+    nxt = _borrow(B[B_NXT])
+    libs = _borrow(B[B_LIBS])
+    meta = _borrow(B[B_META])
+    hist = _borrow(B[B_HIST])
+    bloom = _borrow(B[B_BLOOM])
+    zob = _borrow(B[B_ZOB])
     size = meta[M_SIZE]
     W = size + 2
     stone = meta[M_TOPLAY]
@@ -716,18 +766,18 @@ def playout(B, rng, max_moves):
 
     The rules are the board's own (superko, suicide). With superko on, the
     history must have room for ``max_moves`` more positions."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    nxt = B[B_NXT]
-    libs = B[B_LIBS]
-    gsize = B[B_GSIZE]
-    mark = B[B_MARK]
-    empt = B[B_EMPT]
-    epos = B[B_EPOS]
-    meta = B[B_META]
-    hist = B[B_HIST]
-    bloom = B[B_BLOOM]
-    zob = B[B_ZOB]
+    color = _borrow(B[B_COLOR])
+    head = _borrow(B[B_HEAD])
+    nxt = _borrow(B[B_NXT])
+    libs = _borrow(B[B_LIBS])
+    gsize = _borrow(B[B_GSIZE])
+    mark = _borrow(B[B_MARK])
+    empt = _borrow(B[B_EMPT])
+    epos = _borrow(B[B_EPOS])
+    meta = _borrow(B[B_META])
+    hist = _borrow(B[B_HIST])
+    bloom = _borrow(B[B_BLOOM])
+    zob = _borrow(B[B_ZOB])
     W = meta[M_SIZE] + 2
     light = meta[M_SUPERKO] == 0
     played = 0

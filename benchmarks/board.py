@@ -7,7 +7,10 @@ so no Python runs per game or per move. "light" is simple ko (no superko
 hashing or history, as engines do in rollouts); "full" is positional superko
 with the history kept. Single-threaded: one core. The first call of every
 kernel (JIT compile or cache load) happens before the clock starts; each
-figure is the best of a few repeats, the machine being shared.
+figure is the best of a few repeats, the machine being shared. The drivers
+below are compiled afresh on every run, not cached: Numba's cache checks
+only the file a function lives in, so a cached driver would keep running the
+board kernels from before an edit of alphalite/board.py.
 
 The sgfmill figure replays recorded full-rules games of ours through
 sgfmill's pure-Python ``boards.Board.play`` (captures only: no legality or
@@ -34,7 +37,7 @@ from alphalite import board as bd
 from alphalite import coords
 
 
-@njit(cache=True)
+@njit
 def run_playouts(size, superko, ngames, seed, zob):
     """Play ``ngames`` random games; return total moves (passes included)."""
     max_moves = 3 * size * size
@@ -49,7 +52,7 @@ def run_playouts(size, superko, ngames, seed, zob):
     return total
 
 
-@njit(cache=True)
+@njit
 def record_playouts(size, superko, ngames, seed, zob, moves, lengths, finals):
     """The same games as run_playouts(seed), move by move into ``moves``."""
     max_moves = 3 * size * size
@@ -72,7 +75,7 @@ def record_playouts(size, superko, ngames, seed, zob, moves, lengths, finals):
                 finals[g, r * size + c] = color[(r + 1) * W + c + 1]
 
 
-@njit(cache=True)
+@njit
 def replay_games(size, zob, moves, lengths):
     """Replay recorded games through board.replay (full legality and superko);
     returns moves replayed, or -1 if one was refused."""
