@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install gnugo bench clean
+.PHONY: test demo install gnugo bench clean clean-cache
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,5 +30,11 @@ demo: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b; done
 
-clean:
+# Numba's cache checks only the file a kernel is defined in: kernels that
+# inline board.py code (features, dataset, search) keep the old code after
+# board.py changes until this is run.
+clean-cache:
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print | xargs rm -rf
+
+clean: clean-cache
 	rm -rf $(VENV) runs build *.egg-info
