@@ -587,7 +587,10 @@ class Engine:
     def cmd_set_free_handicap(self, *vertices):
         if not self._board_empty():
             raise GtpFailure("board not empty")
-        points = [self._vertex(v) for v in vertices]
+        try:
+            points = [self._vertex(v) for v in vertices]
+        except GtpFailure as e:  # a well-formed vertex off this board is a bad list, not a bad move
+            raise GtpFailure("bad vertex list" if str(e) == "illegal move" else str(e)) from None
         if len(points) < 2 or len(points) > self.size * self.size - 1:
             raise GtpFailure("invalid number of stones")
         if len(set(points)) != len(points) or self.size * self.size in points:

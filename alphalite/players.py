@@ -20,7 +20,9 @@ Judgement (no GNU Go needed):
   playouts; ``final_score``: Tromp-Taylor area after removing them, with komi.
 * ``own_territory``: empty points whose region reaches only one colour's
   stones (Tromp-Taylor territory); ``candidate_moves`` leaves those and
-  one-point eyes out, so no player fills its own territory.
+  one-point eyes out, so no player fills its own territory (while the
+  opponent has no stone on the board, only one-point eyes: nothing is
+  territory yet).
 * ``ResignPolicy``: resign after the winrate stays below a threshold for
   several consecutive moves, never in the opening, stricter for White in
   handicap games.
@@ -191,11 +193,30 @@ def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarra
         state = board.GoState(state.size, state.komi, state.superko, state.suicide, b)
     stone = state.to_play
     legal = board.legal_moves(resume(state))
-    own = owners(state)
+    stones = board.stones(state).ravel()
     cand = legal.copy()
     cand[n * n] = False
-    cand[: n * n] &= ~((board.stones(state).ravel() == EMPTY) & (own == stone))
+    if (stones == -stone).any():
+        own = owners(state)
+        cand[: n * n] &= ~((stones == EMPTY) & (own == stone))
+    else:
+        # No opponent stone on the board (our first move, handicap stones,
+        # a GUI asking the same colour twice): every empty region "reaches
+        # only our colour", but none of it is territory yet. Only leave out
+        # one-point eyes.
+        cand[: n * n] &= ~_own_eyes(state, stone)
     return cand
+
+
+def _own_eyes(state: board.GoState, stone: int) -> np.ndarray:
+    """bool [size*size]: empty points whose on-board neighbours are all ``stone``."""
+    n = state.size
+    s = board.stones(state)
+    pad = np.full((n + 2, n + 2), stone, np.int8)
+    pad[1:-1, 1:-1] = s
+    eye = (s == EMPTY) & (pad[:-2, 1:-1] == stone) & (pad[2:, 1:-1] == stone) \
+        & (pad[1:-1, :-2] == stone) & (pad[1:-1, 2:] == stone)
+    return eye.ravel()
 
 
 def last_was_pass(state: board.GoState) -> bool:

@@ -503,3 +503,17 @@ def test_engine_resigns_passes_and_cleans_up():
     assert eng.handle("set_free_handicap " + " ".join(all_but)) == "=\n\n"
     assert eng.handle("genmove b") == "= pass\n\n"
     assert eng.handle("genmove w") == "= pass\n\n"  # both eyes are suicide for white
+
+
+def test_candidates_without_opponent_stones():
+    """Regression: with no opponent stone on the board every empty region
+    "reaches only our colour", which is not territory: only eyes are left out."""
+    from alphalite import board, players
+
+    st = board.play(board.new_game(9, 7.5), 40, 1)  # E5
+    st = board.play(st, 81, -1)  # white passes
+    cand = players.candidate_moves(st)
+    assert cand[:-1].sum() == 80 and not cand[40]
+    st = board.from_stones(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]], np.int8), to_play=1)
+    cand = players.candidate_moves(st)
+    assert not cand[0] and cand[4] and cand[8]  # A3 is a one-point eye

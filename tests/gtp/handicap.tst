@@ -74,3 +74,30 @@
 
 25 set_free_handicap a1 zz
 #? [?syntax error]
+
+# A well-formed vertex off the board makes a bad vertex list (spec), not an illegal move.
+26 set_free_handicap a1 z1
+#? [?bad vertex list]
+
+27 set_free_handicap a1 a10
+#? [?bad vertex list]
+
+# With only Black stones on the board nothing is territory yet: Black asked
+# to move (a GUI asking the same colour twice) must not pass.
+28 boardsize 9
+#? []
+
+29 fixed_handicap 4
+#? [C3 G7 C7 G3]
+
+30 genmove b
+#? [[A-HJ][1-9]]
+
+31 clear_board
+#? []
+
+32 play b e5
+#? []
+
+33 genmove b
+#? [[A-HJ][1-9]]
