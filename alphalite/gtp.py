@@ -689,6 +689,13 @@ class Engine:
             decision = player.genmove(state, cand, budget, self._gen(), callback)
             if cleanup and decision.move == n2 and cand[:-1].any():
                 decision = players.Decision(int(self._gen().choice(board_indices(cand))), note="cleanup")
+            elif (decision.move == n2 and players.last_was_pass(state) and cand[:-1].any()
+                  and self._judge(state)[0] * color <= 0):
+                # Our pass would end the game, and with the dead stones off
+                # (as servers and referees score) we lose: play on. The
+                # search scores two passes by Tromp-Taylor as the board
+                # stands, so a dead stone in our area can make it pass here.
+                decision = self._play_on(state, cand, decision)
         move = decision.move
         elapsed = time.perf_counter() - t0
         wr = "" if decision.winrate is None else f" winrate {decision.winrate:.3f}"
@@ -706,6 +713,20 @@ class Engine:
         self.stack.append(new)
         self.moves.append((color, move))
         return self._to_gtp(move)
+
+    def _play_on(self, state, cand, decision):
+        """The searched move with most visits among the candidates (else the
+        candidate the prior likes best) instead of a game-ending pass."""
+        import numpy as np
+
+        rows = [r for r in (decision.analysis or []) if r["move"] < len(cand) - 1 and cand[r["move"]]]
+        if rows:
+            move = max(rows, key=lambda r: r["visits"])["move"]
+        else:
+            prior = np.asarray(self._player().prior(state), np.float64)
+            move = int(np.argmax(np.where(cand, prior + 1e-9, -1.0)))
+        return dataclasses.replace(decision, move=int(move),
+                                   note="passing would end the game lost: playing on")
 
     def _judge(self, state):
         """(score, dead points) of a position, cached."""

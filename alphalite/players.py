@@ -377,6 +377,8 @@ def line_prior_fn(size: int) -> Callable:
     return prior_fn
 
 
+ADVANCE_SECONDS_PER_NODE = 2e-5  # tree reuse cost, generous (measured ~11 us a node on 19x19)
+REUSE_SHARE = 0.5  # under a clock, reuse a tree only if advancing it costs less than this share of the budget
 TREE_BYTES = 300 << 20  # memory a search tree may grow to (about 25 bytes per node and action)
 
 
@@ -427,9 +429,21 @@ class MctsPlayer:
         return tree
 
     def run(self, state, rng, *, max_visits=None, max_seconds=None, callback=None):
+        """Search from ``state`` (reusing the previous tree where it fits).
+        ``max_seconds`` covers everything here, tree reuse included:
+        advancing a large tree copies it (about 10 us a node), so under a
+        clock a tree that would eat a real share of the budget is dropped,
+        and the time reuse took is taken off the search's budget."""
+        t0 = time.perf_counter()
         visits = self.visits if max_visits is None else max_visits
+        if (max_seconds is not None and self.tree is not None
+                and self.tree.num_nodes * ADVANCE_SECONDS_PER_NODE > REUSE_SHARE * max_seconds):
+            self.tree = None
+        tree = self._reused_tree(state)
+        if max_seconds is not None:
+            max_seconds = max(max_seconds - (time.perf_counter() - t0), 0.0)
         out = search(state, self.evaluate_fn, self.params, rng, max_visits=visits, max_seconds=max_seconds,
-                     batch_size=self.batch_size, tree=self._reused_tree(state), callback=callback)
+                     batch_size=self.batch_size, tree=tree, callback=callback)
         self.tree = out.tree
         return out
 

@@ -517,3 +517,67 @@ def test_candidates_without_opponent_stones():
     st = board.from_stones(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]], np.int8), to_play=1)
     cand = players.candidate_moves(st)
     assert not cand[0] and cand[4] and cand[8]  # A3 is a one-point eye
+
+
+def test_tree_reuse_counts_against_the_clock():
+    """Regression: advancing a large reused tree (0.7 s for 66k nodes on
+    19x19) ran before the timed search and overshot byo-yomi budgets."""
+    from alphalite import board, players
+    from search.evaluators import rollout_evaluator
+
+    p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(9)), visits=10**6, batch_size=8)
+    st = board.new_game(9, 7.5)
+    p.run(st, np.random.default_rng(0), max_visits=64)
+    slow = p._reused_tree
+
+    def slow_reuse(state):
+        time.sleep(0.3)
+        return slow(state)
+
+    p._reused_tree = slow_reuse
+    t0 = time.perf_counter()
+    p.run(st, np.random.default_rng(1), max_seconds=0.5)
+    assert time.perf_counter() - t0 < 0.65
+
+    class Huge:  # a previous tree too big to advance inside the budget
+        num_nodes = 10**6
+
+    p._reused_tree = slow
+    p.tree = Huge()
+    out = p.run(st, np.random.default_rng(2), max_seconds=0.2)
+    assert out.tree is p.tree and out.tree.root_state.move_number == 0
+
+
+class PassingPlayer:
+    """A search that likes passing (as Tromp-Taylor terminal scoring can)."""
+
+    has_prior = False
+
+    def genmove(self, state, candidates, budget, rng, callback=None):
+        from alphalite.players import Decision
+
+        n2 = state.size * state.size
+        first = int(np.flatnonzero(candidates[:-1])[0])
+        return Decision(n2, winrate=0.75, analysis=[dict(move=n2, visits=90), dict(move=first, visits=10)])
+
+    def prior(self, state):
+        return np.full(state.size * state.size + 1, 1.0 / (state.size * state.size + 1), np.float32)
+
+    def forget(self):
+        pass
+
+
+def test_no_game_ending_pass_that_loses():
+    """Regression: after the opponent's pass, a search pass (Tromp-Taylor
+    at two passes) ended games the judge (dead stones off) scores lost."""
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=9), log=lambda m: None, warmup=False)
+    eng._players[9] = PassingPlayer()
+    for i in range(1, 10):
+        assert eng.handle(f"play b e{i}") == "=\n\n"
+        assert eng.handle(f"play w g{i}") == "=\n\n"
+    assert eng.handle("play b pass") == "=\n\n"
+    reply = eng.handle("genmove w").split()[1]
+    assert reply not in ("pass", "resign")
+    assert eng.handle("undo") == "=\n\n"
+    assert eng.handle("undo") == "=\n\n"  # black's pass: white's pass no longer ends the game
+    assert eng.handle("genmove w") == "= pass\n\n"
