@@ -118,7 +118,8 @@ class GtpClient:
         i = 0
         while i < len(rest) and rest[i].isdigit():
             i += 1
-        body = "\n".join([rest[i:].strip()] + lines[1:]).strip()
+        # lstrip("\n") only: a multi-line answer (showboard) keeps its indentation.
+        body = "\n".join([rest[i:].strip()] + lines[1:]).lstrip("\n").rstrip()
         if status == "=":
             return body
         if status == "?":

@@ -61,3 +61,14 @@ def test_timeout(fake):
 def test_missing_program():
     with pytest.raises(FileNotFoundError):
         GtpClient(["/nonexistent/engine"])
+
+
+def test_multiline_answer_keeps_indentation(tmp_path):
+    """showboard answers '=' then an indented board: the indentation stays."""
+    script = tmp_path / "engine.py"
+    script.write_text(
+        "import sys\n"
+        "for line in sys.stdin:\n"
+        "    sys.stdout.write('=\\n   A B\\n 2 . . 2\\n\\n'); sys.stdout.flush()\n")
+    with GtpClient([sys.executable, str(script)], timeout=10) as gtp:
+        assert gtp.send("showboard") == "   A B\n 2 . . 2"
