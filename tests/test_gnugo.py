@@ -18,6 +18,7 @@ import pytest
 from alphalite import board as bd
 from alphalite import coords
 from alphalite.gtpclient import GtpClient, GtpError, find_gnugo
+from test_board import SEKI  # the same diagram on both boards
 
 GNUGO = find_gnugo()
 pytestmark = pytest.mark.skipif(GNUGO is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")
@@ -173,16 +174,6 @@ def test_gnugo_superko_send_two_return_one():
         with pytest.raises(GtpError, match="illegal move"):
             eng.send("play black B1")
         check_same(eng, s)
-
-
-SEKI = """
-    . X O . X O .
-    X X O . X O O
-    . X O O X O .
-    X X X X O O O
-    . X . X O . O
-    X X X X O O O
-    . X . X O . O"""
 
 
 def test_gnugo_scores_a_seki_like_us():
