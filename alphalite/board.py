@@ -682,9 +682,10 @@ def legal_mask(B, out):
 
 
 @njit(cache=True)
-def area(B):
-    """Tromp-Taylor (black points, white points): stones plus empty regions
-    that reach only that colour."""
+def owners_into(B, out):
+    """Fill int8 ``out[size*size]`` with the Tromp-Taylor owner of each point:
+    +1/-1 for stones and for empty regions that reach only that colour, 0 for
+    empty points that reach both (or neither)."""
     color = B[B_COLOR]
     mark = B[B_MARK]
     meta = B[B_META]
@@ -692,44 +693,63 @@ def area(B):
     W = size + 2
     meta[M_GEN] += 1
     gen = meta[M_GEN]
-    stack = np.empty(W * W, np.int64)
-    black = 0
-    white = 0
+    stack = np.empty(2 * W * W, np.int64)  # flood stack, then the region's members
     for r in range(size):
         for c in range(size):
             p = (r + 1) * W + c + 1
             col = color[p]
-            if col == BLACK:
-                black += 1
-            elif col == WHITE:
-                white += 1
-            elif mark[p] != gen:
-                mark[p] = gen
-                stack[0] = p
-                top = 1
-                count = 0
-                rb = False
-                rw = False
-                while top > 0:
-                    top -= 1
-                    q = stack[top]
-                    count += 1
-                    for i in range(4):
-                        n = _nb(q, W, i)
-                        cn = color[n]
-                        if cn == EMPTY:
-                            if mark[n] != gen:
-                                mark[n] = gen
-                                stack[top] = n
-                                top += 1
-                        elif cn == BLACK:
-                            rb = True
-                        elif cn == WHITE:
-                            rw = True
-                if rb and not rw:
-                    black += count
-                elif rw and not rb:
-                    white += count
+            if col != EMPTY:
+                out[r * size + c] = col
+                continue
+            if mark[p] == gen:
+                continue
+            mark[p] = gen
+            stack[0] = p
+            top = 1
+            members = 0
+            rb = False
+            rw = False
+            while top > 0:
+                top -= 1
+                q = stack[top]
+                stack[W * W + members] = q
+                members += 1
+                for i in range(4):
+                    n = _nb(q, W, i)
+                    cn = color[n]
+                    if cn == EMPTY:
+                        if mark[n] != gen:
+                            mark[n] = gen
+                            stack[top] = n
+                            top += 1
+                    elif cn == BLACK:
+                        rb = True
+                    elif cn == WHITE:
+                        rw = True
+            owner = 0
+            if rb and not rw:
+                owner = BLACK
+            elif rw and not rb:
+                owner = WHITE
+            for i in range(members):
+                q = stack[W * W + i]
+                out[(q // W - 1) * size + q % W - 1] = owner
+
+
+@njit(cache=True)
+def area(B):
+    """Tromp-Taylor (black points, white points): stones plus empty regions
+    that reach only that colour."""
+    size = B[B_META][M_SIZE]
+    own = np.empty(size * size, np.int8)
+    owners_into(B, own)
+    black = 0
+    white = 0
+    for v in own:
+        if v == BLACK:
+            black += 1
+        elif v == WHITE:
+            white += 1
     return black, white
 
 

@@ -38,77 +38,20 @@ import numpy as np
 from numba import njit
 
 from alphalite import board
-from alphalite.board import B_COLOR, B_META, BLACK, EMPTY, M_SIZE, WHITE
+from alphalite.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
 
 
 # ---------------------------------------------------------------- ownership
 
 
 @njit(cache=True)
-def _owners(color, size, region, stack, out):
-    """out[size*size] int8: +1/-1 for stones and for empty regions reaching
-    only that colour, 0 for neutral empty points."""
-    W = size + 2
-    region[:] = -1
-    k = 0
-    for r in range(size):
-        for c in range(size):
-            p = (r + 1) * W + c + 1
-            v = color[p]
-            if v != EMPTY:
-                out[r * size + c] = v
-                continue
-            if region[p] >= 0:
-                continue
-            # flood the empty region from p
-            stack[0] = p
-            top = 1
-            region[p] = k
-            start = k
-            members = 0
-            rb = False
-            rw = False
-            while top > 0:
-                top -= 1
-                q = stack[top]
-                stack[W * W + members] = q
-                members += 1
-                for d in (-W, -1, 1, W):
-                    n = q + d
-                    cn = color[n]
-                    if cn == EMPTY:
-                        if region[n] < 0:
-                            region[n] = start
-                            stack[top] = n
-                            top += 1
-                    elif cn == BLACK:
-                        rb = True
-                    elif cn == WHITE:
-                        rw = True
-            owner = 0
-            if rb and not rw:
-                owner = 1
-            elif rw and not rb:
-                owner = -1
-            for i in range(members):
-                q = stack[W * W + i]
-                rr = q // W - 1
-                cc = q % W - 1
-                out[rr * size + cc] = owner
-            k += 1
-
-
-@njit(cache=True)
 def _ownership_counts(B, scratch, rng, n, max_moves, black, white):
     size = B[B_META][M_SIZE]
-    W = size + 2
-    region = np.empty(W * W, np.int64)
-    stack = np.empty(2 * W * W, np.int64)
     own = np.zeros(size * size, np.int8)
     for _ in range(n):
         board.copy_board(scratch, B)
         board.playout(scratch, rng, max_moves)
-        _owners(scratch[B_COLOR], size, region, stack, own)
+        board.owners_into(scratch, own)
         for i in range(size * size):
             if own[i] == 1:
                 black[i] += 1
@@ -118,10 +61,8 @@ def _ownership_counts(B, scratch, rng, n, max_moves, black, white):
 
 def owners(state: board.GoState) -> np.ndarray:
     """int8 [size*size]: Tromp-Taylor owner of each point as the board stands."""
-    n = state.size
-    W = n + 2
-    out = np.zeros(n * n, np.int8)
-    _owners(state.board_tuple[B_COLOR], n, np.empty(W * W, np.int64), np.empty(2 * W * W, np.int64), out)
+    out = np.zeros(state.size * state.size, np.int8)
+    board.owners_into(state.board_tuple, out)  # touches only the scratch marks, as area() does
     return out
 
 
