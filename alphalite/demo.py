@@ -44,7 +44,10 @@ def stage_sl(data: Path, workdir: Path, minutes: float) -> dict:
                          optimizer="adam", learning_rate=2e-3, weight_decay=1e-4, schedule="constant",
                          warmup_steps=50, total_steps=100_000, max_minutes=minutes, eval_every=200,
                          eval_positions=2048, checkpoint_every=200, log_every=20)
-    return train.train_and_evaluate(cfg, workdir)
+    res = train.train_and_evaluate(cfg, workdir)
+    if res["stopped"] == "interrupted":  # Ctrl-C is handled between steps; stop the demo too
+        raise KeyboardInterrupt
+    return res
 
 
 def stage_eval(workdir: Path, data: Path) -> dict:

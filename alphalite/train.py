@@ -183,6 +183,34 @@ def prefetch(iterator, depth: int = 4):
         stop.set()
 
 
+class _GracefulStop:
+    """The first Ctrl-C (SIGINT) only sets ``requested``; the loop stops
+    between steps. A KeyboardInterrupt inside the jitted step would leave the
+    state pointing at donated, deleted buffers, so nothing could be saved.
+    A second Ctrl-C raises KeyboardInterrupt as usual."""
+
+    def __init__(self):
+        import signal
+        import threading
+
+        self.requested = False
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def restore(self):
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
 def variables_of(state) -> dict:
     v = {"params": state.params}
     if state.batch_stats:
@@ -286,8 +314,12 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     bar = tqdm(total=cfg.total_steps, initial=step, desc="sl", unit="step", disable=not progress,
                dynamic_ncols=True, mininterval=2.0)
     stopped = "finished"
+    stop = _GracefulStop()
     try:
         while step < cfg.total_steps:
+            if stop.requested:
+                stopped = "interrupted"
+                break
             batch = next(loader)
             state, m = train_step(state, {k: batch[k] for k in ("planes", "moves", "legal")})
             step += 1
@@ -312,9 +344,10 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
             if cfg.max_minutes and time.time() - start > 60 * cfg.max_minutes:
                 stopped = "time limit"
                 break
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl-C; the state may be mid-step
         stopped = "interrupted"
     finally:
+        stop.restore()
         bar.close()
         meta["seconds"] = seconds0 + time.time() - start
         if mgr.latest_step() != step:
