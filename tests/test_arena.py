@@ -1,0 +1,259 @@
+"""The arena: games between GTP engines, voids, resume, SGF, SPRT gating.
+
+Most games are between a tiny scripted GTP engine (below) whose behaviour is
+chosen on its command line, so that crashes, hangs, garbage, resignations
+and illegal moves happen on cue; a few use our random engine and GNU Go
+(skipped, visibly, where GNU Go is not installed).
+"""
+
+import json
+import sys
+
+import pytest
+
+from alphalite import arena, cli, sgf
+from alphalite.arena import EngineSpec, Tournament
+from alphalite.gtpclient import find_gnugo
+
+FAKE = r"""
+import os, sys, time
+mode = sys.argv[1]
+log = open(sys.argv[2], "a") if len(sys.argv) > 2 else None
+size = 19
+genmoves = 0
+cols = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
+def answer(text=""):
+    sys.stdout.write(("= " + text if text else "=") + "\n\n"); sys.stdout.flush()
+for line in sys.stdin:
+    if log: log.write(line); log.flush()
+    w = line.split()
+    if not w:
+        continue
+    cmd = w[0]
+    if cmd == "quit":
+        answer(); break
+    if cmd == "name":
+        answer("fake-" + mode)
+    elif cmd == "boardsize":
+        size = int(w[1]); answer()
+    elif cmd == "fixed_handicap":
+        answer("C3 G7" if size == 9 else "")
+    elif cmd == "final_score":
+        if mode == "badscore":
+            answer("B+100")
+        else:
+            sys.stdout.write("? cannot score\n\n"); sys.stdout.flush()
+    elif cmd == "genmove":
+        genmoves += 1
+        if mode == "crash" or (mode.startswith("crash-once:") and not os.path.exists(mode[11:])):
+            if mode != "crash":
+                open(mode[11:], "w").close()
+            sys.exit(1)
+        if mode == "hang":
+            time.sleep(60)
+        if mode == "garbage":
+            answer("xyzzy")
+        elif mode == "resign":
+            answer("resign")
+        elif mode == "illegal":
+            answer("A1")
+        elif mode == "walk":  # a new point every move, then pass
+            answer(cols[(genmoves - 1) % size] + str(size - (genmoves - 1) // size) if genmoves <= 3 else "pass")
+        else:
+            answer("pass")
+    else:
+        answer()
+"""
+
+
+@pytest.fixture
+def fake(tmp_path):
+    script = tmp_path / "fake_engine.py"
+    script.write_text(FAKE)
+
+    def spec(name, mode, log=None):
+        cmd = f"{sys.executable} {script} {mode}" + (f" {log}" if log else "")
+        return EngineSpec(name, cmd)
+
+    return spec
+
+
+def results(out):
+    return arena.read_results(out / "results.jsonl")
+
+
+def test_games_sgf_and_resume(tmp_path, fake):
+    out = tmp_path / "t"
+    t = Tournament(engines=(fake("a", "walk"), fake("b", "pass")), games=2, size=5, komi=0.5, referee="none")
+    res = arena.run_tournament(t, out, progress=False, say=lambda m: None)
+    assert res["played"] == 2 and res["void"] == 0
+    recs = results(out)
+    assert [r["black"] for r in recs] == ["a", "b"]  # colours alternate
+    for r in recs:
+        rec = sgf.read_sgf((out / r["sgf"]).read_bytes())
+        assert (rec.black_player, rec.white_player) == (r["black"], r["white"])
+        assert rec.size == 5 and rec.komi == 0.5 and rec.result == r["result"]
+        assert sgf.replay(rec) == (rec.num_moves, "")
+    # a walks 3 stones then passes: as Black it wins the empty 5x5 by area
+    assert recs[0]["result"] == "B+24.5" and recs[0]["winner"] == "a"
+    assert recs[1]["result"] == "W+25.5" and recs[1]["winner"] == "a"
+    assert (out / "report.md").exists() and (out / "ratings.png").stat().st_size > 1000
+    # a torn last line from a kill is skipped and cut; finished games are not replayed
+    with open(out / "results.jsonl", "a") as f:
+        f.write('{"game": "a-b-0002", "sta')
+    t4 = Tournament(**{**t.__dict__, "games": 4})
+    res = arena.run_tournament(t4, out, progress=False, say=lambda m: None)
+    assert res["played"] == 2
+    ids = [r["game"] for r in results(out)]
+    assert ids == ["a-b-0000", "a-b-0001", "a-b-0002", "a-b-0003"]
+    # nothing left to play
+    assert arena.run_tournament(t4, out, progress=False, say=lambda m: None)["played"] == 0
+
+
+def test_other_settings_in_same_folder_refused(tmp_path, fake):
+    t = Tournament(engines=(fake("a", "pass"), fake("b", "pass")), games=1, size=5, referee="none")
+    arena.run_tournament(t, tmp_path, progress=False, say=lambda m: None)
+    with pytest.raises(arena.ArenaError, match="other settings"):
+        arena.run_tournament(Tournament(**{**t.__dict__, "komi": 3.5}), tmp_path, progress=False)
+
+
+def test_void_is_replayed(tmp_path, fake):
+    flag = tmp_path / "crashed"
+    t = Tournament(engines=(fake("a", f"crash-once:{flag}"), fake("b", "pass")), games=1, size=5, referee="none")
+    said = []
+    res = arena.run_tournament(t, tmp_path / "t", progress=False, say=said.append)
+    assert res["void"] == 1 and res["played"] == 1 and not res["stopped_pairings"]
+    recs = results(tmp_path / "t")
+    assert [r["status"] for r in recs] == ["void", "done"]
+    assert [r["attempt"] for r in recs] == [0, 1]
+    assert "exited" in recs[0]["error"]
+    assert (tmp_path / "t" / "void" / "a-b-0000.0.sgf").exists()
+    assert any("void a-b-0000" in m for m in said)
+
+
+@pytest.mark.parametrize("mode,why", [("crash", "exited"), ("hang", "no complete answer"),
+                                      ("garbage", "answered genmove with 'xyzzy'")])
+def test_two_voids_stop_the_pairing_not_the_run(tmp_path, fake, mode, why):
+    t = Tournament(engines=(fake("good", "walk"), fake("bad", mode), fake("other", "pass")), games=2, size=5,
+                   gauntlet="good", referee="none", timeout=1.0)
+    said = []
+    res = arena.run_tournament(t, tmp_path, progress=False, say=said.append)
+    assert res["stopped_pairings"] == [["good", "bad"]]
+    assert res["played"] == 2  # good vs other went on
+    recs = results(tmp_path)
+    bad = [r for r in recs if r.get("pairing") == ["good", "bad"]]
+    assert [r["status"] for r in bad] == ["void", "void", "stopped"]
+    assert why in bad[0]["error"]
+    assert any("pairing good vs bad stopped after two void games" in m for m in said)
+    assert "stopped after two voids" in (tmp_path / "report.md").read_text()
+
+
+def test_resign_illegal_and_final_score_disagreement(tmp_path, fake):
+    out = tmp_path / "r"
+    t = Tournament(engines=(fake("res", "resign"), fake("ill", "illegal")), games=2, size=5, referee="none")
+    arena.run_tournament(t, out, progress=False, say=lambda m: None)
+    r0, r1 = results(out)
+    assert (r0["black"], r0["result"], r0["end"], r0["winner"]) == ("res", "W+R", "resign", "ill")
+    # ill (Black) plays A1, res (White) resigns
+    assert (r1["result"], r1["winner"]) == ("B+R", "ill")
+    out = tmp_path / "i"
+    t = Tournament(engines=(fake("ill", "illegal"), fake("p", "pass")), games=1, size=5, referee="none")
+    arena.run_tournament(t, out, progress=False, say=lambda m: None)
+    (r,) = results(out)
+    assert (r["result"], r["end"], r["winner"]) == ("W+F", "illegal move", "p")
+    assert "A1 (occupied)" in r["illegal"]
+    out = tmp_path / "d"
+    t = Tournament(engines=(fake("liar", "badscore"), fake("p", "pass")), games=1, size=5, komi=5.5,
+                   referee="none")
+    arena.run_tournament(t, out, progress=False, say=lambda m: None)
+    (r,) = results(out)
+    assert r["result"] == "W+5.5" and r["final_score"] == {"liar": "B+100", "p": None}
+    assert r["disagree"] == ["liar"]
+    assert "liar 1" in (out / "report.md").read_text()
+
+
+def test_time_settings_and_handicap_sent(tmp_path, fake):
+    log = tmp_path / "gtp.log"
+    a = fake("a", "pass", log)
+    t = Tournament(engines=(EngineSpec("a", a.command, time="30/2/5"), fake("b", "pass")), games=1, size=9,
+                   handicap=2, komi=0.5, referee="none")
+    arena.run_tournament(t, tmp_path / "t", progress=False, say=lambda m: None)
+    sent = log.read_text().splitlines()
+    assert "time_settings 30 2 5" in sent and "fixed_handicap 2" in sent
+    assert any(s.startswith("time_left black 30.0 0") for s in sent)
+    (r,) = results(tmp_path / "t")
+    rec = sgf.read_sgf((tmp_path / "t" / r["sgf"]).read_bytes())
+    assert rec.handicap == 2 and len(rec.setup_black) == 2 and rec.moves[0][0] == -1
+    assert r["time_overruns"] == {"a": 0}
+
+
+def test_clock():
+    c = arena._Clock(1.0, 2.0, 2)
+    c.charge(0.5)
+    assert c.time_left() == (0.5, 0)
+    c.charge(1.0)  # 0.5 s of overtime: period 1.5 s left for 1 stone
+    assert c.time_left() == (1.5, 1)
+    c.charge(1.0)  # period done: a fresh one
+    assert c.time_left() == (2.0, 2) and c.overruns == 0
+    c.charge(3.0)
+    assert c.overruns == 1
+
+
+def test_sprt_stops_early(tmp_path, fake):
+    t = Tournament(engines=(fake("cand", "walk"), fake("best", "resign")), games=40, size=5, referee="none",
+                   sprt="elo0=0,elo1=200,alpha=0.05,beta=0.05")
+    said = []
+    res = arena.run_tournament(t, tmp_path, progress=False, say=said.append)
+    assert res["sprt"]["decision"] == "accept H1"
+    assert res["played"] < 40 // 2
+    assert any("SPRT stops early" in m for m in said)
+    assert "accept H1" in (tmp_path / "report.md").read_text()
+    # a rerun does not play on
+    assert arena.run_tournament(t, tmp_path, progress=False, say=said.append)["played"] == 0
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    assert cli.main(["arena", "--engine", "x", "--engine", "y=z", "--out", str(tmp_path)]) == 2
+    assert "NAME=COMMAND" in capsys.readouterr().err
+    assert cli.main(["arena", "--engine", "x=/no/such/engine", "--engine", "y=/no/such/engine", "--out",
+                     str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "program not found" in err and len(err.strip().splitlines()) == 1
+    assert cli.main(["arena", "--engine", "x=a", "--engine", "y=b", "--time", "z=1/1/1", "--out",
+                     str(tmp_path)]) == 2
+    assert cli.main(["arena", "--engine", "x=a", "--engine", "y=b", "--sprt", "elo0=5,elo1=1", "--out",
+                     str(tmp_path)]) == 2
+
+
+def test_our_random_engine_in_parallel_workers(tmp_path):
+    """Real engines, two games at once in worker processes; the report is
+    rebuilt from the results file by --report-only."""
+    t = Tournament(engines=(EngineSpec("r1", "@alphalite --engine random --size 5 --seed {seed}"),
+                            EngineSpec("r2", "@alphalite --engine random --size 5 --seed {seed}")),
+                   games=2, size=5, komi=0.5)
+    res = arena.run_tournament(t, tmp_path, jobs=2, progress=False, say=lambda m: None)
+    assert res["played"] == 2
+    for r in results(tmp_path):
+        assert r["end"] == "two passes" and r["engine_names"] == {"r1": "alphalite", "r2": "alphalite"}
+        assert r["referee"] == ("gnugo" if find_gnugo() else "none")
+        assert all(v is None or v > 0 for v in r["cpu"].values())
+        rec = sgf.read_sgf((tmp_path / r["sgf"]).read_bytes())
+        assert sgf.replay(rec) == (r["moves"], "")
+    assert cli.main(["arena", "--out", str(tmp_path), "--report-only"]) == 0
+    assert json.loads((tmp_path / "ratings.json").read_text())["anchor"] == "r2"
+
+
+@pytest.mark.skipif(find_gnugo() is None, reason="GNU Go not installed (apt-get install gnugo)")
+def test_gnugo_beats_random_and_referees(tmp_path):
+    t = Tournament(engines=(EngineSpec("random", "@alphalite --engine random --size 7 --seed {seed}"),
+                            EngineSpec("gnugo", "@gnugo --level 0 --seed {seed}")), games=1, size=7, komi=5.5)
+    arena.run_tournament(t, tmp_path, progress=False, say=lambda m: None)
+    (r,) = results(tmp_path)
+    assert r["status"] == "done" and r["winner"] == "gnugo" and r["referee"] == "gnugo"
+    assert r["final_score"]["gnugo"].startswith("W+")
+
+
+def test_demo_match_without_gnugo(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(arena, "find_gnugo", lambda: None)
+    assert arena.demo_match(tmp_path) == {"skipped": "gnugo not installed"}
+    assert "GNU Go is not installed" in capsys.readouterr().out
