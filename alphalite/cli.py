@@ -13,12 +13,6 @@ def _data_build(args):
     return dataset.cli_build(args)
 
 
-def _data_gnugo(args):
-    from alphalite import gnugo_games
-
-    return gnugo_games.cli(args)
-
-
 def _sl(args):
     import json
 
@@ -32,21 +26,6 @@ def _sl(args):
     return 130 if res.get("stopped") == "interrupted" else 0
 
 
-def _rl(args):
-    import json
-
-    from alphalite import config as config_lib
-    from selfplay import rl
-
-    base = json.loads(open(args.config).read()) if args.config else {}
-    cfg = config_lib.from_args(rl.RLConfig, args, base)
-    res = rl.train_rl(cfg, args.workdir, progress=not args.quiet)
-    if args.export:
-        res["exported"] = str(rl.export_best(args.workdir, args.export))
-    print(json.dumps(res, sort_keys=True))
-    return 130 if res.get("stopped") == "interrupted" else 0
-
-
 def _eval_policy(args):
     import json
 
@@ -56,12 +35,6 @@ def _eval_policy(args):
                                     split=args.split, plot_dir=args.plots)
     print(json.dumps(res, sort_keys=True))
     return 0
-
-
-def _eval_value(args):
-    from alphalite import value
-
-    return value.cli_eval_value(args)
 
 
 def _export(args):
@@ -121,19 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--shard-games", type=int, default=4096, help="games per shard file")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
     build.set_defaults(func=_data_build)
-    gg = dsub.add_parser("gnugo", help="GNU Go self-play games -> SGF folder (resumable)")
-    gg.add_argument("--out", required=True, help="output folder of game-NNNNNN.sgf files")
-    gg.add_argument("--games", type=int, required=True, help="games wanted in the folder (a rerun continues)")
-    gg.add_argument("--size", type=int, default=9, help="board size")
-    gg.add_argument("--level", default="1", help="GNU Go level 1..10, or a comma list cycled by game")
-    gg.add_argument("--komi", type=float, default=7.0)
-    gg.add_argument("--seed", type=int, default=0, help="seed for the per-game GNU Go seeds and openings")
-    gg.add_argument("--random-moves", type=int, default=4,
-                    help="up to this many random opening stones per game (written as setup)")
-    gg.add_argument("--max-moves", type=int, default=0, help="move cap per game (0 = 3 * size * size)")
-    gg.add_argument("--jobs", type=int, default=1, help="games played in parallel")
-    gg.add_argument("--quiet", action="store_true", help="no progress bar")
-    gg.set_defaults(func=_data_gnugo)
 
     from alphalite import config as config_lib
     from alphalite.train import SLConfig
@@ -145,16 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
     config_lib.add_arguments(sl, SLConfig)
     sl.set_defaults(func=_sl)
 
-    from selfplay.rl import RLConfig
-
-    rl = sub.add_parser("rl", help="policy-gradient self-play from an SL policy (run_rl.py)")
-    rl.add_argument("--workdir", required=True, help="run folder (created, or resumed if it exists)")
-    rl.add_argument("--config", help="JSON file with config values (flags override it)")
-    rl.add_argument("--export", help="afterwards, copy the best evaluated policy to this model folder")
-    rl.add_argument("--quiet", action="store_true", help="no progress bar")
-    config_lib.add_arguments(rl, RLConfig)
-    rl.set_defaults(func=_rl)
-
     ev = sub.add_parser("eval-policy", help="move-prediction metrics of a policy checkpoint")
     ev.add_argument("--checkpoint", required=True, help="exported model folder or run folder")
     ev.add_argument("src", nargs="+", help="SGF files/folders/archives, or a dataset folder")
@@ -162,17 +112,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", default="test", help="split to use when SRC is a dataset folder")
     ev.add_argument("--plots", help="folder for the top-k and by-move-number plots")
     ev.set_defaults(func=_eval_policy)
-
-    ev = sub.add_parser("eval-value", help="winner prediction of a value net at moves 30/80/130/180, "
-                        "beside the NN-Influence baseline trained in the same run")
-    ev.add_argument("--checkpoint", required=True, help="value net: exported model folder or run folder")
-    ev.add_argument("src", nargs="+", help="a dataset folder (test split; the baseline trains on its "
-                    "train split) or SGF files/folders/archives (split 80/20 by game)")
-    ev.add_argument("--max-games", type=int, default=0, help="test games to use (0 = all)")
-    ev.add_argument("--split", default="test", help="split to test on when SRC is a dataset folder")
-    ev.add_argument("--influence-games", type=int, default=0, help="training games for the baseline (0 = all)")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the baseline's training")
-    ev.set_defaults(func=_eval_value)
 
     ex = sub.add_parser("export", help="run folder -> standalone model folder (model.json + variables)")
     ex.add_argument("run", help="run folder")
