@@ -7,7 +7,11 @@ and illegal moves happen on cue; a few use our random engine and GNU Go
 """
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -57,6 +61,9 @@ for line in sys.stdin:
             answer("resign")
         elif mode == "illegal":
             answer("A1")
+        elif mode == "slowwalk":
+            time.sleep(0.2)
+            answer("pass" if genmoves > 3 else cols[genmoves - 1] + "1")
         elif mode == "walk":  # a new point every move, then pass
             answer(cols[(genmoves - 1) % size] + str(size - (genmoves - 1) // size) if genmoves <= 3 else "pass")
         else:
@@ -257,3 +264,29 @@ def test_demo_match_without_gnugo(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(arena, "find_gnugo", lambda: None)
     assert arena.demo_match(tmp_path) == {"skipped": "gnugo not installed"}
     assert "GNU Go is not installed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
+def test_stopped_run_resumes(tmp_path, fake, sig, code):
+    """Ctrl-C (to the whole process group, as a terminal sends it) or kill -9
+    mid-tournament: finished games stay, a rerun plays only the rest."""
+    slow = fake("slow", "slowwalk")
+    argv = [sys.executable, "-m", "alphalite.cli", "arena", "--engine", f"a={slow.command}",
+            "--engine", f"b={fake('b', 'pass').command}", "--games", "6", "--size", "5",
+            "--referee", "none", "--quiet", "--out", str(tmp_path)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    path = tmp_path / "results.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and len(arena.read_results(path)) < 2:
+        time.sleep(0.05)
+    os.killpg(proc.pid, sig)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == code
+    if sig == signal.SIGINT:
+        assert "rerun the same command to resume" in out
+    kept = [r["game"] for r in arena.read_results(path)]
+    assert 2 <= len(kept) < 6
+    assert cli.main(argv[3:]) == 0
+    ids = [r["game"] for r in arena.read_results(path)]
+    assert ids[:len(kept)] == kept and sorted(ids) == [f"a-b-{i:04d}" for i in range(6)]
