@@ -13,6 +13,12 @@ def _data_build(args):
     return dataset.cli_build(args)
 
 
+def _data_gnugo(args):
+    from alphalite import gnugo_games
+
+    return gnugo_games.cli(args)
+
+
 def _sl(args):
     import json
 
@@ -94,6 +100,19 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--shard-games", type=int, default=4096, help="games per shard file")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
     build.set_defaults(func=_data_build)
+    gg = dsub.add_parser("gnugo", help="GNU Go self-play games -> SGF folder (resumable)")
+    gg.add_argument("--out", required=True, help="output folder of game-NNNNNN.sgf files")
+    gg.add_argument("--games", type=int, required=True, help="games wanted in the folder (a rerun continues)")
+    gg.add_argument("--size", type=int, default=9, help="board size")
+    gg.add_argument("--level", default="1", help="GNU Go level 1..10, or a comma list cycled by game")
+    gg.add_argument("--komi", type=float, default=7.0)
+    gg.add_argument("--seed", type=int, default=0, help="seed for the per-game GNU Go seeds and openings")
+    gg.add_argument("--random-moves", type=int, default=4,
+                    help="up to this many random opening stones per game (written as setup)")
+    gg.add_argument("--max-moves", type=int, default=0, help="move cap per game (0 = 3 * size * size)")
+    gg.add_argument("--jobs", type=int, default=1, help="games played in parallel")
+    gg.add_argument("--quiet", action="store_true", help="no progress bar")
+    gg.set_defaults(func=_data_gnugo)
 
     from alphalite import config as config_lib
     from alphalite.train import SLConfig
