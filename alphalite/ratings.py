@@ -320,6 +320,11 @@ def plot_ratings(ratings: dict[str, Rating], path, title: str = "Elo (95% interv
     return str(path)
 
 
+def _elo(v: float) -> str:
+    s = f"{v:.0f}"
+    return "0" if s == "-0" else s
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -352,8 +357,9 @@ def write_report(out, results, *, anchor: str, anchor_elo: float = 0.0, sprt: Sp
         text.append("")
         text.append(f"{'engine':<{width}} {'games':>5} {'score':>7} {'Elo':>7} {'95% interval':>18}")
         for x in sorted(ratings.values(), key=lambda x: -x.elo):
-            iv = "(anchor)" if x.name == anchor else f"[{x.lo:.0f}, {x.hi:.0f}]"
-            text.append(f"{x.name:<{width}} {x.games:>5} {_pct(x.score / max(x.games, 1)):>7} {x.elo:>7.0f} {iv:>18}")
+            iv = "(anchor)" if x.name == anchor else f"[{_elo(x.lo)}, {_elo(x.hi)}]"
+            text.append(f"{x.name:<{width}} {x.games:>5} {_pct(x.score / max(x.games, 1)):>7} "
+                        f"{_elo(x.elo):>7} {iv:>18}")
     elif elo_note:
         text.append(elo_note)
     sprt_state = None
@@ -405,8 +411,8 @@ def write_report(out, results, *, anchor: str, anchor_elo: float = 0.0, sprt: Sp
         md.append("| engine | games | score | Elo | 95% interval |")
         md.append("| --- | ---: | ---: | ---: | --- |")
         for x in sorted(ratings.values(), key=lambda x: -x.elo):
-            iv = "anchor" if x.name == anchor else f"{x.lo:.0f} to {x.hi:.0f}"
-            md.append(f"| {x.name} | {x.games} | {_pct(x.score / max(x.games, 1))} | {x.elo:.0f} | {iv} |")
+            iv = "anchor" if x.name == anchor else f"{_elo(x.lo)} to {_elo(x.hi)}"
+            md.append(f"| {x.name} | {x.games} | {_pct(x.score / max(x.games, 1))} | {_elo(x.elo)} | {iv} |")
         md.append("")
         md.append("![ratings](ratings.png)")
     else:
