@@ -32,6 +32,21 @@ def _sl(args):
     return 130 if res.get("stopped") == "interrupted" else 0
 
 
+def _rl(args):
+    import json
+
+    from alphalite import config as config_lib
+    from selfplay import rl
+
+    base = json.loads(open(args.config).read()) if args.config else {}
+    cfg = config_lib.from_args(rl.RLConfig, args, base)
+    res = rl.train_rl(cfg, args.workdir, progress=not args.quiet)
+    if args.export:
+        res["exported"] = str(rl.export_best(args.workdir, args.export))
+    print(json.dumps(res, sort_keys=True))
+    return 130 if res.get("stopped") == "interrupted" else 0
+
+
 def _eval_policy(args):
     import json
 
@@ -123,6 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--quiet", action="store_true", help="no progress bar")
     config_lib.add_arguments(sl, SLConfig)
     sl.set_defaults(func=_sl)
+
+    from selfplay.rl import RLConfig
+
+    rl = sub.add_parser("rl", help="policy-gradient self-play from an SL policy (run_rl.py)")
+    rl.add_argument("--workdir", required=True, help="run folder (created, or resumed if it exists)")
+    rl.add_argument("--config", help="JSON file with config values (flags override it)")
+    rl.add_argument("--export", help="afterwards, copy the best evaluated policy to this model folder")
+    rl.add_argument("--quiet", action="store_true", help="no progress bar")
+    config_lib.add_arguments(rl, RLConfig)
+    rl.set_defaults(func=_rl)
 
     ev = sub.add_parser("eval-policy", help="move-prediction metrics of a policy checkpoint")
     ev.add_argument("--checkpoint", required=True, help="exported model folder or run folder")
