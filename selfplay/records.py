@@ -1,0 +1,100 @@
+"""Self-play games on disk: compact ``.npz`` training records and SGF.
+
+A record ``<name>.npz`` holds ``moves`` int16 [T] (flat, pass = size*size),
+``colours`` int8 [T] (+1 black, -1 white), ``score`` float (Tromp-Taylor
+black minus white minus komi), ``winner`` int8, ``komi``, ``size``, ``black``
+and ``white`` (player ids), ``ended`` ("passes" or "move cap").
+
+Every file is written under a hidden temporary name in the same folder and
+renamed into place (``os.replace``), so a killed writer leaves at worst a
+``.<name>.*.tmp`` file. Readers take only ``*.npz`` names that do not start
+with a dot and skip files that do not load, so nothing half-written is read.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from selfplay.games import Game
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def game_to_sgf(game: Game) -> bytes:
+    from alphalite import sgf
+
+    rec = sgf.GameRecord(size=game.size, komi=game.komi, rules="Chinese", black_player=game.black,
+                         white_player=game.white, result=game.result, winner=game.winner,
+                         moves=tuple((int(c), int(m)) for c, m in zip(game.colours, game.moves)))
+    return sgf.write_sgf(rec)
+
+
+def write_game(folder: str | os.PathLike, name: str, game: Game, *, sgf: bool = True) -> Path:
+    """Write ``<folder>/<name>.npz`` (and ``<name>.sgf``) atomically; returns the npz path."""
+    folder = Path(folder)
+    if sgf:
+        data = game_to_sgf(game)
+        _atomic_write(folder / f"{name}.sgf", lambda f: f.write(data))
+    path = folder / f"{name}.npz"
+    _atomic_write(path, lambda f: np.savez(
+        f, moves=np.asarray(game.moves, np.int16), colours=np.asarray(game.colours, np.int8),
+        score=np.float64(game.score), winner=np.int8(game.winner), komi=np.float64(game.komi),
+        size=np.int16(game.size), black=np.str_(game.black), white=np.str_(game.white),
+        ended=np.str_(game.ended)))
+    return path
+
+
+def read_game(path: str | os.PathLike) -> Game:
+    """One record; raises ValueError (one line) if the file is not a record."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return Game(int(z["size"]), float(z["komi"]), z["moves"].astype(np.int16),
+                        z["colours"].astype(np.int8), float(z["score"]), str(z["black"]),
+                        str(z["white"]), str(z["ended"]))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise ValueError(f"{path}: not a self-play record ({type(e).__name__}: {e})") from None
+
+
+def record_paths(folder: str | os.PathLike) -> list[Path]:
+    """Finished record files under ``folder`` (recursively), sorted; hidden
+    and temporary files left out."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no such record folder: {folder}")
+    return sorted(p for p in folder.rglob("*.npz")
+                  if not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def iter_games(folder: str | os.PathLike) -> Iterator[Game]:
+    """The games of every readable record under ``folder``; unreadable files
+    (torn by a crash outside our atomic writes) are skipped."""
+    for p in record_paths(folder):
+        try:
+            yield read_game(p)
+        except ValueError:
+            continue
+
+
+def read_games(folder: str | os.PathLike) -> list[Game]:
+    return list(iter_games(folder))

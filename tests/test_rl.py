@@ -1,0 +1,171 @@
+"""Policy-gradient RL: the REINFORCE sign, baselines, a one-iteration run,
+Ctrl-C, and resume after kill -9 at the same iteration with the same pool."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from alphalite import board, checkpoint, features, nets
+from selfplay import rl
+from selfplay.games import Positions
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _export_tiny(path, size=5):
+    model = nets.make_model("b1c8", size, 17)
+    v = nets.init_variables(model, jax.random.PRNGKey(0))
+    checkpoint.export_model(path, v, {"model": "b1c8", "board_size": size, "preset": "default", "kind": "policy"})
+    return model, v
+
+
+def test_advantages_baselines():
+    z = np.array([1, 1, -1, 1, -1, -1], np.float32)
+    black = np.array([True, True, True, False, False, False])
+    np.testing.assert_allclose(rl.advantages(z, black, "none"), z)
+    np.testing.assert_allclose(rl.advantages(z, black, "mean"), z)  # mean is 0 here
+    a = rl.advantages(z, black, "colour")
+    np.testing.assert_allclose(a[:3], z[:3] - 1 / 3)
+    np.testing.assert_allclose(a[3:], z[3:] + 1 / 3)
+    np.testing.assert_allclose(rl.advantages(np.ones(4), np.ones(4, bool), "colour"), 0.0)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_reinforce_moves_probability_the_right_way(sign):
+    """A move rewarded (+1) gains probability after one step; punished (-1) loses it."""
+    size, move = 5, 7
+    model = nets.make_model("b1c8", size, 17)
+    v = nets.init_variables(model, jax.random.PRNGKey(0))
+    s = board.play(board.new_game(size), 12)
+    planes = np.repeat(features.encode(s)[None], 6, 0).astype(np.uint8)
+    mask = np.repeat(board.legal_moves(s)[None], 6, 0)
+    pos = Positions(planes, mask, np.full(6, move, np.int32), np.zeros(6, np.int32))
+
+    def prob(params):
+        logp = model.apply({"params": params, "batch_stats": v["batch_stats"]}, planes[:1].astype(np.float32))
+        return float(jax.nn.softmax(jnp.where(mask[:1], logp, -1e30))[0, move])
+
+    grad_fn = rl.make_grad_fn(model)
+    weights = np.full(6, sign / 6, np.float32)
+    grads, st = rl.policy_gradient(grad_fn, v["params"], v["batch_stats"], pos, weights, 1.0, micro_batch=4)
+    tx = optax.sgd(0.5)
+    updates, _ = tx.update(grads, tx.init(v["params"]), v["params"])
+    after = optax.apply_updates(v["params"], updates)
+    before = prob(v["params"])
+    assert np.isclose(st["logp_sum"] / 6, np.log(before), atol=1e-4)
+    assert (prob(after) - before) * sign > 0.002
+
+
+def test_one_iteration_writes_metrics_checkpoint_pool(tmp_path):
+    _export_tiny(tmp_path / "sl")
+    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=1, games_per_iteration=4, eval_games=4,
+                      eval_every=1, pool_every=1, learning_rate=1e-3, micro_batch=64)
+    res = rl.train_rl(cfg, tmp_path / "run", progress=False)
+    run = tmp_path / "run"
+    assert res["iteration"] == 1 and res["stopped"] == "finished"
+    recs = checkpoint.read_jsonl(run / "metrics.jsonl")
+    assert [(r["kind"], r["step"]) for r in recs] == [("eval", 0), ("train", 1), ("eval", 1)]
+    assert 0.0 <= recs[0]["winrate_vs_sl"] <= 1.0 and recs[1]["positions"] > 0
+    assert res["pool"] == ["sl", "iter_000001"]
+    assert (run / "pool" / "iter_000001" / "model.json").exists()
+    assert (run / "plots" / "winrate.png").exists() and (run / "plots" / "training.png").exists()
+    assert len(list((run / "games").glob("*.npz"))) == 4
+    assert checkpoint.manager(run / "ckpt").latest_step() == 1
+    info, _ = checkpoint.load_variables(run / "best_model")
+    assert info["board_size"] == 5
+    out = rl.export_best(run, tmp_path / "rl5")
+    assert json.loads((out / "winrate.json").read_text())["eval_games"] == 4
+    # the learner's weights moved
+    _, a = checkpoint.load_variables(run / "pool" / "sl")
+    _, b = checkpoint.load_variables(run / "pool" / "iter_000001")
+    assert not np.allclose(a["params"]["policy_dense"]["kernel"], b["params"]["policy_dense"]["kernel"])
+
+
+def test_bad_config_is_one_line(tmp_path):
+    with pytest.raises(ValueError, match="even"):
+        rl.check_config(rl.RLConfig(games_per_iteration=3))
+    with pytest.raises(Exception, match="not found"):
+        rl.train_rl(rl.RLConfig(init=str(tmp_path / "nope")), tmp_path / "run", progress=False)
+
+
+def _abstract_state(sl):
+    from alphalite import train
+
+    info, v = checkpoint.load_variables(sl)
+    model = nets.make_model(info["model"], info["board_size"], 17)
+    return train._train_state_cls().create(apply_fn=model.apply, params=v["params"], tx=optax.adam(1e-4),
+                                           batch_stats=v["batch_stats"])
+
+
+def _wait_for(path, pred, proc, timeout=240):
+    t = time.time()
+    while time.time() - t < timeout:
+        recs = checkpoint.read_jsonl(path)
+        if pred(recs):
+            return recs
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def _trains(recs):
+    return [r["step"] for r in recs if r.get("kind") == "train"]
+
+
+def test_ctrl_c_stops_cleanly_with_the_iteration_saved(tmp_path):
+    import threading
+
+    _export_tiny(tmp_path / "sl")
+    run = tmp_path / "run"
+    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=1000, games_per_iteration=2, eval_games=0,
+                      pool_every=2, micro_batch=64, max_moves=30)
+
+    def interrupt():  # Ctrl-C once the first iteration is on disk
+        t = time.time()
+        while time.time() - t < 120 and not _trains(checkpoint.read_jsonl(run / "metrics.jsonl")):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    res = rl.train_rl(cfg, run, progress=False)
+    assert res["stopped"] == "interrupted"
+    done = max(_trains(checkpoint.read_jsonl(run / "metrics.jsonl")))
+    assert res["iteration"] == done and checkpoint.manager(run / "ckpt").latest_step() == done
+
+
+def test_kill9_then_resume_same_iteration_and_pool(tmp_path):
+    _export_tiny(tmp_path / "sl")
+    run = tmp_path / "run"
+    argv = [sys.executable, str(ROOT / "run_rl.py"), "--workdir", str(run), "--init", str(tmp_path / "sl"),
+            "--iterations", "1000", "--games-per-iteration", "2", "--eval-games", "0", "--pool-every", "2",
+            "--micro-batch", "64", "--quiet", "--max-moves", "30"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _wait_for(run / "metrics.jsonl", lambda r: len(_trains(r)) >= 4, proc)
+    proc.kill()  # SIGKILL, in the middle of an iteration or of its checkpoint
+    proc.wait()
+    mgr = checkpoint.manager(run / "ckpt")
+    last = mgr.latest_step()
+    assert last >= 3  # metrics are written just before the checkpoint
+    _, meta = checkpoint.restore(mgr, _abstract_state(tmp_path / "sl"), last)
+    assert meta["iteration"] == last
+    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=last + 1, games_per_iteration=2, eval_games=0,
+                      pool_every=2, micro_batch=64, max_moves=30)
+    res = rl.train_rl(cfg, run, progress=False)
+    assert res["iteration"] == last + 1
+    assert meta["pool"] == ["sl"] + [f"iter_{k:06d}" for k in range(2, last + 1, 2)]
+    assert res["pool"] == ["sl"] + [f"iter_{k:06d}" for k in range(2, last + 2, 2)]
+    steps = _trains(checkpoint.read_jsonl(run / "metrics.jsonl"))
+    assert steps == list(range(1, last + 2))  # nothing past the checkpoint kept, nothing repeated
