@@ -58,6 +58,18 @@ def _eval_policy(args):
     return 0
 
 
+def _eval_value(args):
+    from alphalite import value
+
+    return value.cli_eval_value(args)
+
+
+def _value_data(args):
+    from selfplay import valuedata
+
+    return valuedata.cli_value_data(args)
+
+
 def _export(args):
     from alphalite import checkpoint
 
@@ -156,6 +168,32 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", default="test", help="split to use when SRC is a dataset folder")
     ev.add_argument("--plots", help="folder for the top-k and by-move-number plots")
     ev.set_defaults(func=_eval_policy)
+
+    ev = sub.add_parser("eval-value", help="winner prediction of a value net at moves 30/80/130/180, "
+                        "beside the NN-Influence baseline trained in the same run")
+    ev.add_argument("--checkpoint", required=True, help="value net: exported model folder or run folder")
+    ev.add_argument("src", nargs="+", help="a dataset folder (test split; the baseline trains on its "
+                    "train split) or SGF files/folders/archives (split 80/20 by game)")
+    ev.add_argument("--max-games", type=int, default=0, help="test games to use (0 = all)")
+    ev.add_argument("--split", default="test", help="split to test on when SRC is a dataset folder")
+    ev.add_argument("--influence-games", type=int, default=0, help="training games for the baseline (0 = all)")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the baseline's training")
+    ev.set_defaults(func=_eval_value)
+
+    vd = sub.add_parser("value-data", help="value-net self-play data: SL policy to move U, one random "
+                        "move, RL policy to the end; one position per game")
+    vd.add_argument("--sl", required=True, help="SL policy checkpoint (exported model or run folder)")
+    vd.add_argument("--rl", help="RL policy checkpoint (default: checkpoints/rl<size> if present, else --sl)")
+    vd.add_argument("--out", required=True, help="output dataset folder (continued if it exists)")
+    vd.add_argument("--games", type=int, default=1024, help="games the folder should hold")
+    vd.add_argument("--batch", type=int, default=64, help="games played at once")
+    vd.add_argument("--komi", type=float, default=7.5)
+    vd.add_argument("--u-max", type=int, default=None, help="U is uniform on 0..u_max (default 3/4 of the points)")
+    vd.add_argument("--temperature", type=float, default=1.0, help="policy sampling temperature")
+    vd.add_argument("--seed", type=int, default=0)
+    vd.add_argument("--max-minutes", type=float, default=0.0, help="stop after this many minutes (0 = no limit)")
+    vd.add_argument("--quiet", action="store_true", help="no progress bar")
+    vd.set_defaults(func=_value_data)
 
     ex = sub.add_parser("export", help="run folder -> standalone model folder (model.json + variables)")
     ex.add_argument("run", help="run folder")

@@ -52,6 +52,17 @@ Loading
     moves_left   [B] int32              record moves after this one (0 = last)
     symmetry     [B] int8               the D4 element applied (0 = none)
     game         [B] int32              index of the game in its Games set
+    stones       [B, H, W] int8         +1 black, -1 white, 0 empty (symmetry applied)
+    to_play      [B] int8               colour to move (+1/-1)
+    captures     [B, 2] int32           prisoners taken by black, by white
+
+Value-net options (both loaders): ``decided_only`` keeps games with a known
+winner; ``move_numbers`` keeps positions after exactly those numbers of
+moves; ``marked_only`` keeps, per game, the position after
+``value_move[g]`` moves (a shard field of value self-play data).
+``iterate_batches(per_game=k)`` draws k positions per game anew each epoch
+(AlphaGo's value net saw one per game: neighbours in a game are nearly the
+same position with the same label, so all of them overfit).
 
 Positions come from replaying games inside Numba: a chunk of games (given as
 concatenated arrays) is replayed once, the sampled positions are kept as
@@ -658,7 +669,8 @@ def _encode_batch(size, preset_id, zob, snap_color, snap_meta, legal, smove, src
 # ====================================================================== loader
 
 
-def _positions(games: Games, winner_only: bool, include_passes: bool):
+def _positions(games: Games, winner_only: bool, include_passes: bool, decided_only: bool = False,
+               move_numbers=None, marked_only: bool = False):
     """(eligible [M] bool, per-game counts [G] int64)."""
     a = games.arrays
     G = len(games)
@@ -669,6 +681,16 @@ def _positions(games: Games, winner_only: bool, include_passes: bool):
         elig &= a["moves"].astype(np.int64) != (a["size"].astype(np.int64) ** 2)[game_of]
     if winner_only:
         elig &= a["colors"] == a["winner"][game_of]
+    if decided_only:
+        elig &= a["winner"][game_of] != 0
+    if move_numbers is not None or marked_only:
+        move_no = np.arange(a["moves"].shape[0]) - np.repeat(a["move_offsets"][:-1], nm)
+        if move_numbers is not None:
+            elig &= np.isin(move_no, np.asarray(list(move_numbers), np.int64))
+        if marked_only:
+            if "value_move" not in a:
+                raise DatasetError("marked_only needs value self-play data (a value_move field)")
+            elig &= move_no == a["value_move"][game_of]
     counts = np.bincount(game_of, weights=elig, minlength=G).astype(np.int64) if G else np.zeros(0, np.int64)
     return elig, counts
 
@@ -710,6 +732,7 @@ class _Chunk:
 
 def _emit(chunks_parts, size, preset, syms_parts):
     """Build one batch dict from [(chunk, lo, hi), ...] with symmetries."""
+    W = size + 2
     pid = features.preset_id(preset)
     C = features.num_planes(preset)
     n = sum(hi - lo for _, lo, hi in chunks_parts)
@@ -719,7 +742,7 @@ def _emit(chunks_parts, size, preset, syms_parts):
     moves = np.empty(n, np.int32)
     symtab = features.sym_move_table(size).astype(np.int64)
     zob = board.zobrist_table()
-    cols = {k: [] for k in ("outcomes", "move_number", "moves_left", "game")}
+    cols = {k: [] for k in ("outcomes", "move_number", "moves_left", "game", "stones", "to_play", "captures")}
     o = 0
     for (ch, lo, hi), syms in zip(chunks_parts, syms_parts):
         src = np.arange(lo, hi, dtype=np.int64)
@@ -729,12 +752,21 @@ def _emit(chunks_parts, size, preset, syms_parts):
         cols["move_number"].append(ch.move_number[lo:hi])
         cols["moves_left"].append(ch.moves_left[lo:hi])
         cols["game"].append(ch.game[lo:hi])
+        cols["stones"].append(ch.snap_color[lo:hi].reshape(-1, W, W)[:, 1:-1, 1:-1])
+        cols["to_play"].append(ch.snap_meta[lo:hi, board.M_TOPLAY].astype(np.int8))
+        cols["captures"].append(ch.snap_meta[lo:hi, board.M_CAPB:board.M_CAPW + 1].astype(np.int32))
         o += hi - lo
     sym = np.concatenate(syms_parts).astype(np.int8) if syms_parts else np.zeros(0, np.int8)
+    stones = np.concatenate(cols["stones"])
+    for k in np.unique(sym[sym != 0]):  # features' convention: mirror (k >= 4), then k % 4 turns
+        sel = sym == k
+        x = stones[sel][:, :, ::-1] if k >= 4 else stones[sel]
+        stones[sel] = np.rot90(x, int(k) % 4, axes=(1, 2))
     return {"planes": planes, "moves": moves, "outcomes": np.concatenate(cols["outcomes"]),
             "legal": legal, "move_number": np.concatenate(cols["move_number"]),
             "moves_left": np.concatenate(cols["moves_left"]), "symmetry": sym,
-            "game": np.concatenate(cols["game"])}
+            "game": np.concatenate(cols["game"]), "stones": stones,
+            "to_play": np.concatenate(cols["to_play"]), "captures": np.concatenate(cols["captures"])}
 
 
 @dataclasses.dataclass
@@ -743,24 +775,44 @@ class _Plan:
     elig: np.ndarray
     counts: np.ndarray
     total: int
+    per_game: int = 0
 
 
-def _plan(data, split, board_size, winner_only, include_passes) -> _Plan:
+def _plan(data, split, board_size, winner_only, include_passes, per_game: int = 0, **select) -> _Plan:
     games = load_games(data, split, board_size)
-    elig, counts = _positions(games, winner_only, include_passes)
-    return _Plan(games, elig, counts, int(counts.sum()))
+    elig, counts = _positions(games, winner_only, include_passes, **select)
+    if per_game:
+        counts = np.minimum(counts, per_game)
+    return _Plan(games, elig, counts, int(counts.sum()), per_game)
+
+
+def _sample_per_game(plan: _Plan, seed: int, epoch: int) -> np.ndarray:
+    """The epoch's eligible mask: ``plan.per_game`` random positions of each
+    game (all of a game that has fewer)."""
+    idx = np.flatnonzero(plan.elig)
+    nm = np.diff(plan.games["move_offsets"])
+    game = np.repeat(np.arange(len(plan.games)), nm)[idx]
+    keys = np.random.default_rng([seed, epoch, 0x9A3E]).random(idx.shape[0])
+    order = np.lexsort((keys, game))  # by game, random inside a game
+    first = np.searchsorted(game[order], game[order], side="left")
+    rank = np.arange(order.shape[0]) - first
+    out = np.zeros_like(plan.elig)
+    out[idx[order[rank < plan.per_game]]] = True
+    return out
 
 
 def count_positions(data, *, split: str = "train", board_size: int = 19, winner_only: bool = False,
-                    include_passes: bool = True) -> int:
-    """Positions per epoch under these options."""
-    return _plan(data, split, board_size, winner_only, include_passes).total
+                    include_passes: bool = True, per_game: int = 0, **select) -> int:
+    """Positions per epoch under these options (``select``: decided_only,
+    move_numbers, marked_only)."""
+    return _plan(data, split, board_size, winner_only, include_passes, per_game, **select).total
 
 
 def iterate_batches(data, *, split: str = "train", preset: str = "default", batch_size: int = 256,
                     seed: int = 0, symmetries: bool = True, winner_only: bool = False,
                     include_passes: bool = True, board_size: int = 19, start_batch: int = 0,
-                    epochs: int | None = None, chunk_games: int = 256) -> Iterator[dict]:
+                    epochs: int | None = None, chunk_games: int = 256, per_game: int = 0,
+                    **select) -> Iterator[dict]:
     """Shuffled training batches (see the module docstring), endless by default.
 
     ``data``: a dataset folder or a ``Games``. Batch ``k`` counts across
@@ -773,7 +825,7 @@ def iterate_batches(data, *, split: str = "train", preset: str = "default", batc
     features.preset_id(preset)  # fail early on an unknown preset
     if batch_size < 1:
         raise DatasetError(f"batch_size must be >= 1, got {batch_size}")
-    plan = _plan(data, split, board_size, winner_only, include_passes)
+    plan = _plan(data, split, board_size, winner_only, include_passes, per_game, **select)
     per_epoch = plan.total // batch_size
     if per_epoch == 0:
         raise DatasetError(f"split {split!r} of {data} has {plan.total} positions of size {board_size}, "
@@ -788,6 +840,7 @@ def _batches(plan, preset, batch_size, seed, symmetries, size, k, epochs, chunk_
         epoch, j = divmod(k, per_epoch)
         rng = np.random.default_rng([seed, epoch, 0x5EED])
         perm = rng.permutation(G)
+        elig = _sample_per_game(plan, seed, epoch) if plan.per_game else plan.elig
         chunk_games_idx = [perm[i:i + chunk_games] for i in range(0, G, chunk_games)]
         chunk_pos = np.array([plan.counts[c].sum() for c in chunk_games_idx], np.int64)
         chunk_start = np.concatenate([[0], np.cumsum(chunk_pos)])
@@ -801,7 +854,7 @@ def _batches(plan, preset, batch_size, seed, symmetries, size, k, epochs, chunk_
                 P = int(chunk_pos[c])
                 order = crng.permutation(P)
                 syms = crng.integers(0, 8, P) if symmetries else np.zeros(P, np.int64)
-                cache[c] = (_Chunk(plan.games, np.sort(chunk_games_idx[c]), plan.elig, order, size), syms)
+                cache[c] = (_Chunk(plan.games, np.sort(chunk_games_idx[c]), elig, order, size), syms)
             return cache[c]
 
         while j < per_epoch:
@@ -825,12 +878,12 @@ def _batches(plan, preset, batch_size, seed, symmetries, size, k, epochs, chunk_
 
 def iterate_eval(data, *, split: str = "test", preset: str = "default", batch_size: int = 256,
                  board_size: int = 19, max_games: int = 0, winner_only: bool = False,
-                 include_passes: bool = True, chunk_games: int = 64) -> Iterator[dict]:
+                 include_passes: bool = True, chunk_games: int = 64, **select) -> Iterator[dict]:
     """Every position of a split once, in game order and move order, no
     symmetry; the last batch may be short. ``max_games`` > 0 keeps the first
     that many games of the split."""
     features.preset_id(preset)
-    plan = _plan(data, split, board_size, winner_only, include_passes)
+    plan = _plan(data, split, board_size, winner_only, include_passes, **select)
     return _eval_batches(plan, preset, batch_size, board_size, max_games, chunk_games)
 
 

@@ -1,5 +1,9 @@
 """Supervised policy training: pure train/eval steps and the SL loop.
 
+``task="value"`` runs the same loop for a value net (``*_value`` model):
+MSE against the game outcome of the mover, games without a winner skipped,
+``per_game`` positions per game each epoch (steps in alphalite.value).
+
 ``train_step(state, batch) -> (state, metrics)`` is jitted once per shape.
 ``train_and_evaluate(config, workdir)`` runs (or resumes) a run folder.
 Batches are dicts of host arrays: planes [B, H, W, C] float32, moves [B]
@@ -45,6 +49,13 @@ class SLConfig:
     checkpoint_every: int = field(500, "steps between checkpoints")
     log_every: int = field(50, "steps between metrics.jsonl lines")
     seed: int = field(0, "seed for init and data order")
+    task: str = field("policy", "policy: predict expert moves; value: predict the winner (MSE, "
+                      "a *_value model such as b4c32_value)", ("policy", "value"))
+    per_game: int = field(0, "value task: positions drawn per game each epoch (0 = all; AlphaGo: 1)")
+    marked_only: bool = field(False, "value task: only the marked position of each game "
+                              "(value self-play data: after the random move)")
+    init_trunk: str = field("", "checkpoint whose ResNet trunk (same blocks, channels, preset) "
+                            "initialises a new run, e.g. the SL policy for a value net")
 
 
 # Fields a resumed run may change; everything else must match config.json.
@@ -241,7 +252,8 @@ def _check_resume(cfg: SLConfig, workdir: Path) -> None:
     saved = json.loads(path.read_text())
     saved_cfg = saved.get("sl", saved)
     mine = config_lib.to_dict(cfg)
-    diff = [k for k in mine if k not in RESUMABLE_OVERRIDES and saved_cfg.get(k) != mine[k]]
+    defaults = config_lib.to_dict(SLConfig())  # runs saved before a field existed used its default
+    diff = [k for k in mine if k not in RESUMABLE_OVERRIDES and saved_cfg.get(k, defaults[k]) != mine[k]]
     if diff:
         raise ValueError(f"{workdir} holds a run with a different config ({', '.join(diff)}); "
                          "use another --workdir or the same settings")
@@ -262,7 +274,10 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     size = cfg.board_size
     num_actions = size * size + 1
     planes = features.num_planes(cfg.preset)
-    info = {"model": cfg.model, "board_size": size, "preset": cfg.preset, "kind": "policy"}
+    is_value = cfg.task == "value"
+    if is_value != cfg.model.endswith("_value"):
+        raise ValueError(f"task {cfg.task} cannot train model {cfg.model!r}: value nets end in _value")
+    info = {"model": cfg.model, "board_size": size, "preset": cfg.preset, "kind": cfg.task}
     ckpt.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
 
     model = nets.make_model(cfg.model, size, planes)
@@ -271,40 +286,61 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     state = create_state(model, tx, rng, jnp.zeros((1, size, size, planes), jnp.float32))
     mgr = ckpt.manager(workdir / "ckpt", max_to_keep=3)
     best_mgr = ckpt.manager(workdir / "best", max_to_keep=1)
-    meta = {"step": 0, "best_val_top1": -1.0, "seconds": 0.0}
+    best_key = "best_val_neg_mse" if is_value else "best_val_top1"
+    meta = {"step": 0, best_key: -1e9 if is_value else -1.0, "seconds": 0.0}
     restored = ckpt.restore(mgr, state)
     if restored is not None:
         state, meta = restored
         print(f"resumed {workdir} at step {meta['step']}", flush=True)
+    elif cfg.init_trunk:
+        from alphalite import value as value_lib
+
+        state = value_lib.init_trunk_from(state, cfg.init_trunk, cfg.preset)
     step = int(meta["step"])
 
-    train_step = make_train_step(cfg.masked)
-    predict = make_predict(model, cfg.masked)
+    if is_value:
+        from alphalite import value as value_lib
+
+        train_step, predict = value_lib.make_train_step(), value_lib.make_predict(model)
+        batch_keys = ("planes", "outcomes")
+        select = value_lib.position_filter(cfg.marked_only)
+    else:
+        train_step, predict = make_train_step(cfg.masked), make_predict(model, cfg.masked)
+        batch_keys, select = ("planes", "moves", "legal"), {}
     loader = prefetch(dataset.iterate_batches(
         cfg.data, split="train", batch_size=cfg.batch_size, preset=cfg.preset, seed=cfg.seed,
         symmetries=cfg.symmetries, winner_only=cfg.winner_only, include_passes=cfg.include_passes,
-        board_size=size, start_batch=step))
+        board_size=size, start_batch=step, per_game=cfg.per_game, **select))
 
     def val_batches():
+        extra = value_lib.position_filter(cfg.marked_only, validation=True) if is_value else {}
         return dataset.iterate_eval(cfg.data, split="val", batch_size=256, preset=cfg.preset,
-                                    board_size=size)
+                                    board_size=size, **extra)
 
     def save(kind_mgr):
         meta.update(step=step)
+        if step in kind_mgr.all_steps():  # a finished run rerun: this very state is saved already
+            return
         ckpt.save(kind_mgr, step, state, dict(meta))
 
     def run_eval():
-        res = evaluate(predict, variables_of(state), val_batches(), num_actions, cfg.eval_positions)
-        rec = {"step": step, "val_top1": res["top1"], "val_top5": res["top5"], "val_nll": res["nll"],
-               "val_mean_rank": res["mean_rank"], "val_positions": res["positions"]}
+        if is_value:
+            res = value_lib.evaluate(predict, variables_of(state), val_batches(), cfg.eval_positions)
+            rec = {"step": step, "val_mse": res["mse"], "val_accuracy": res["accuracy"],
+                   "val_positions": res["positions"]}
+            score, curves = -res["mse"], (["loss", "val_mse"], ["accuracy", "val_accuracy"])
+        else:
+            res = evaluate(predict, variables_of(state), val_batches(), num_actions, cfg.eval_positions)
+            rec = {"step": step, "val_top1": res["top1"], "val_top5": res["top5"], "val_nll": res["nll"],
+                   "val_mean_rank": res["mean_rank"], "val_positions": res["positions"]}
+            score, curves = res["top1"], (["loss", "val_nll"], ["accuracy", "val_top1", "val_top5"])
         ckpt.append_jsonl(workdir / "metrics.jsonl", rec)
-        if res["top1"] > meta["best_val_top1"]:
-            meta["best_val_top1"] = res["top1"]
+        if score > meta[best_key]:
+            meta[best_key] = score
             save(best_mgr)
         records = ckpt.read_jsonl(workdir / "metrics.jsonl")
-        metrics.plot_curves(records, workdir / "plots" / "loss.png", ["loss", "val_nll"], "loss")
-        metrics.plot_curves(records, workdir / "plots" / "accuracy.png",
-                            ["accuracy", "val_top1", "val_top5"], "accuracy")
+        metrics.plot_curves(records, workdir / "plots" / "loss.png", curves[0], "loss")
+        metrics.plot_curves(records, workdir / "plots" / "accuracy.png", curves[1], "accuracy")
         return rec
 
     start = time.time()
@@ -321,7 +357,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
                 stopped = "interrupted"
                 break
             batch = next(loader)
-            state, m = train_step(state, {k: batch[k] for k in ("planes", "moves", "legal")})
+            state, m = train_step(state, {k: batch[k] for k in batch_keys})
             step += 1
             bar.update(1)
             window["loss"] += float(m["loss"])

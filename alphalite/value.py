@@ -1,0 +1,212 @@
+"""Value nets: train/eval steps for the SL loop's ``task="value"``, winner-
+prediction metrics, ``alphalite eval-value`` and the demo stage.
+
+A value net (``nets.ResNetValue``, a ``*_value`` model) maps planes
+``[B, H, W, C]`` to ``v [B]`` in [-1, 1], the expected outcome for the
+player to move (+1 = the mover wins). Training minimises the MSE against the
+game's outcome (AlphaGo); the winner prediction of a position is black when
+``v * to_play > 0``.
+
+``alphalite eval-value --checkpoint CKPT SRC...`` evaluates a value net on
+the positions after exactly 30, 80, 130 and 180 moves of held-out games and,
+in the same run, the NN-Influence baseline (``alphalite.influence``) trained
+on the training games of the same source, on the same positions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+SNAPSHOT_MOVES = (30, 80, 130, 180)  # NN-Influence's table
+PAPER_ACCURACY = {30: 0.521, 80: 0.618, 130: 0.767, 180: 0.893}
+VAL_STRIDE = 10  # validation: every 10th position of each val game
+
+
+def position_filter(marked_only: bool, validation: bool = False) -> dict:
+    """``dataset`` selection keywords for value training / validation."""
+    if marked_only:
+        return {"decided_only": True, "marked_only": True}
+    if validation:  # spread over the game; all positions of a game say the same thing
+        return {"decided_only": True, "move_numbers": range(VAL_STRIDE, 1000, VAL_STRIDE)}
+    return {"decided_only": True}
+
+
+def make_train_step():
+    """jitted ``(state, {"planes" [B,H,W,C], "outcomes" [B]}) -> (state,
+    {"loss": MSE, "accuracy": sign agreement})``; state donated."""
+    import jax
+    import jax.numpy as jnp
+
+    def train_step(state, batch):
+        def loss_fn(params):
+            variables = {"params": params}
+            if state.batch_stats:
+                variables["batch_stats"] = state.batch_stats
+                v, updates = state.apply_fn(variables, batch["planes"], train=True, mutable=["batch_stats"])
+            else:
+                v, updates = state.apply_fn(variables, batch["planes"], train=True), {}
+            return jnp.mean((v - batch["outcomes"]) ** 2), (v, updates)
+
+        (loss, (v, updates)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        state = state.apply_gradients(grads=grads)
+        if updates:
+            state = state.replace(batch_stats=updates["batch_stats"])
+        acc = jnp.mean((v > 0) == (batch["outcomes"] > 0))
+        return state, {"loss": loss, "accuracy": acc}
+
+    return jax.jit(train_step, donate_argnums=0)
+
+
+def make_predict(model):
+    """jitted ``(variables, planes [B,H,W,C]) -> v [B]``."""
+    import jax
+
+    return jax.jit(lambda variables, planes: model.apply(variables, planes, train=False))
+
+
+class WinnerStats:
+    """MSE and winner-prediction accuracy, overall and per move number.
+
+    ``update(v_black, winner, move_number)``: v_black [B] the predicted
+    outcome for black in [-1, 1] (or a probability-like score centred on 0),
+    winner [B] +1/-1."""
+
+    def __init__(self):
+        self.n = 0
+        self.sq = 0.0
+        self.hits = 0
+        self.by_move: dict[int, list] = {}
+
+    def update(self, v_black, winner, move_number):
+        v = np.asarray(v_black, np.float64)
+        w = np.asarray(winner, np.float64)
+        hit = (v > 0) == (w > 0)
+        sq = (v - w) ** 2
+        self.n += len(v)
+        self.sq += float(sq.sum())
+        self.hits += int(hit.sum())
+        for m, h, e in zip(np.asarray(move_number), hit, sq):
+            b = self.by_move.setdefault(int(m), [0, 0, 0.0])
+            b[0] += 1
+            b[1] += int(h)
+            b[2] += float(e)
+
+    def result(self) -> dict:
+        n = max(self.n, 1)
+        return {"positions": self.n, "mse": self.sq / n, "accuracy": self.hits / n,
+                "by_move": {str(m): {"n": b[0], "accuracy": b[1] / b[0], "mse": b[2] / b[0]}
+                            for m, b in sorted(self.by_move.items())}}
+
+
+def evaluate(predict, variables, batches, max_positions: int = 0) -> dict:
+    """Value metrics over batches from the dataset loaders (MSE is on the
+    mover's outcome, the same number as from black's side)."""
+    stats = WinnerStats()
+    for batch in batches:
+        v = np.asarray(predict(variables, batch["planes"]))
+        tp = batch["to_play"].astype(np.float64)
+        stats.update(v * tp, batch["outcomes"] * tp, batch["move_number"])
+        if max_positions and stats.n >= max_positions:
+            break
+    res = stats.result()
+    del res["by_move"]
+    return res
+
+
+def load_value_net(checkpoint: str):
+    """(info, variables, predict) of an exported value model or value run."""
+    from alphalite import checkpoint as ckpt
+    from alphalite import features, nets
+
+    info, variables = ckpt.load_variables(checkpoint)
+    if not str(info.get("model", "")).endswith("_value"):
+        raise ValueError(f"{checkpoint} is not a value net (model {info.get('model')!r})")
+    model = nets.make_model(info["model"], int(info["board_size"]), features.num_planes(info["preset"]))
+    return info, variables, make_predict(model)
+
+
+def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split: str = "test",
+                          influence_games: int = 0, seed: int = 0, progress: bool = False) -> dict:
+    """The `alphalite eval-value` result (one JSON-able dict).
+
+    SRC is a dataset folder (value net and influence model tested on its
+    ``split``, the influence model trained on its train split) or SGF
+    sources, built into a temporary dataset split 80/20 by game hash like
+    the paper (train / test)."""
+    import tempfile
+
+    from alphalite import dataset, influence
+
+    t0 = time.time()
+    info, variables, predict = load_value_net(checkpoint)
+    size, preset = int(info["board_size"]), info["preset"]
+    with tempfile.TemporaryDirectory(prefix="alphalite-evalv-") as tmp:
+        srcs = [str(s) for s in sources]
+        if len(srcs) == 1 and (Path(srcs[0]) / "index.json").exists():
+            data, test_split = srcs[0], split
+        else:
+            dataset.build(srcs, tmp, jobs=1, sizes=(size,), val_frac=0.0, test_frac=0.2, progress=False)
+            data, test_split = tmp, "test"
+        sel = {"decided_only": True, "move_numbers": SNAPSHOT_MOVES}
+        tests = list(dataset.iterate_eval(data, split=test_split, preset=preset, board_size=size,
+                                          max_games=max_games, batch_size=256, **sel))
+        if not tests:
+            raise dataset.DatasetError(f"no decided test games of size {size} reach move {SNAPSHOT_MOVES[0]} "
+                                       f"in {', '.join(srcs)}")
+        net = WinnerStats()
+        t_net = time.time()
+        for b in tests:
+            tp = b["to_play"].astype(np.float64)
+            net.update(np.asarray(predict(variables, b["planes"])) * tp, b["outcomes"] * tp, b["move_number"])
+        t_net = time.time() - t_net
+        base = influence.train_and_evaluate(data, tests, board_size=size, max_games=influence_games,
+                                            seed=seed, progress=progress)
+    games = len(np.unique(np.concatenate([b["game"] for b in tests])))
+    out = {"checkpoint": str(checkpoint), "model": info["model"], "board_size": size,
+           "test_games": games, "positions": net.n, "snapshot_moves": list(SNAPSHOT_MOVES),
+           "value_net": _summary(net.result()), "influence": {**_summary(base["stats"]), **base["train"]},
+           "paper_influence_accuracy": {str(k): v for k, v in PAPER_ACCURACY.items()},
+           "value_net_positions_per_s": net.n / max(t_net, 1e-9), "seconds": time.time() - t0}
+    return out
+
+
+def _summary(res: dict) -> dict:
+    by = res["by_move"]
+    return {"mse": res["mse"], "accuracy": res["accuracy"],
+            **{f"acc_{m}": by[str(m)]["accuracy"] if str(m) in by else None for m in SNAPSHOT_MOVES},
+            **{f"mse_{m}": by[str(m)]["mse"] if str(m) in by else None for m in SNAPSHOT_MOVES},
+            **{f"n_{m}": by[str(m)]["n"] if str(m) in by else 0 for m in SNAPSHOT_MOVES}}
+
+
+def cli_eval_value(args) -> int:
+    res = eval_value_checkpoint(args.checkpoint, args.src, max_games=args.max_games, split=args.split,
+                                influence_games=args.influence_games, seed=args.seed)
+    print(json.dumps(res, sort_keys=True), flush=True)
+    return 0
+
+
+def init_trunk_from(state, checkpoint: str, preset: str):
+    """``state`` with its ``trunk`` params and batch stats taken from another
+    model's checkpoint (a policy net with the same blocks, channels and
+    input preset); the head stays freshly initialised."""
+    import jax
+
+    from alphalite import checkpoint as ckpt
+
+    info, variables = ckpt.load_variables(checkpoint)
+    if info.get("preset") != preset:
+        raise ValueError(f"--init-trunk {checkpoint} uses preset {info.get('preset')!r}, this run {preset!r}")
+    src = variables["params"].get("trunk")
+    dst = state.params.get("trunk")
+    if src is None or dst is None or jax.tree_util.tree_structure(src) != jax.tree_util.tree_structure(dst) \
+            or any(a.shape != b.shape for a, b in zip(jax.tree_util.tree_leaves(src), jax.tree_util.tree_leaves(dst))):
+        raise ValueError(f"--init-trunk {checkpoint} ({info.get('model')}) has no trunk shaped like this net's")
+    params = {**state.params, "trunk": jax.tree_util.tree_map(np.asarray, src)}
+    stats = dict(state.batch_stats)
+    if "trunk" in stats and "trunk" in variables.get("batch_stats", {}):
+        stats["trunk"] = variables["batch_stats"]["trunk"]
+    return state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params))

@@ -1,0 +1,265 @@
+"""Value-net training data the AlphaGo way: one position per self-play game.
+
+Each game draws ``U`` uniformly from ``0..u_max``; moves ``0..U-1`` are
+sampled from the SL policy, move ``U`` is a uniformly random legal move
+(not a pass), and the RL policy plays every later move to the end (two
+passes, or the move cap). The game is scored by Tromp-Taylor area with komi,
+and the position after move ``U`` (``U + 1`` moves played) is the training
+example, labelled with the winner. Without an RL checkpoint the SL policy
+stands in for it. A game that ends before its random move is dropped.
+
+Policy moves follow ``selfplay.games``: sampled from the masked softmax at
+``temperature`` over the candidate moves (legal, no own eye, nothing inside
+own territory; pass only when nothing else is), so games end by two passes.
+
+Games are played in lock step, ``batch`` at a time: at each move step every
+policy is called once (one jitted call, padded to ``batch``) for the games
+where it is to move; with the SL net standing in for the RL net, one call
+serves both.
+
+Output: a dataset folder (``alphalite.dataset`` format, readable by its
+loaders and by ``alphalite sl --task value --marked-only``), one shard per
+batch, with two extra per-game fields::
+
+    random_move [G] int32    index of the uniformly random move (= U)
+    value_move  [G] int32    moves played before the training position (= U + 1)
+
+Shards are written to a temporary name and renamed; ``index.json`` (also
+atomic) lists only finished shards, so readers never see a half-written
+one. Batch ``i`` uses the random stream ``(seed, i)``: a rerun after
+``kill -9`` continues with the next batch; Ctrl-C writes the games that
+already finished in the batch in progress, then stops.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from alphalite import board, dataset
+
+FORMAT_NOTE = "alphalite value self-play data (SL to U, random move U, RL after)"
+
+
+def _load_policy(path: str, size: int | None = None):
+    from alphalite import checkpoint as ckpt
+    from alphalite import features, nets
+
+    info, variables = ckpt.load_variables(path)
+    if info.get("kind", "policy") != "policy" or str(info.get("model", "")).endswith("_value"):
+        raise ValueError(f"{path} is not a policy net")
+    n = int(info["board_size"])
+    if size is not None and n != size:
+        raise ValueError(f"{path} is a {n}x{n} policy, expected {size}x{size}")
+    model = nets.make_model(info["model"], n, features.num_planes(info.get("preset", "default")))
+    return {"path": str(path), "model": model, "variables": variables, "preset": info.get("preset", "default"),
+            "size": n}
+
+
+def default_rl_checkpoint(size: int) -> str | None:
+    """checkpoints/rl<size> when it exists (the RL stage's export), else None."""
+    p = Path(__file__).resolve().parent.parent / "checkpoints" / f"rl{size}"
+    return str(p) if (p / "model.json").exists() else None
+
+
+def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.random.Generator, *,
+                     u_max: int, temperature: float = 1.0, max_moves: int | None = None,
+                     stop=None) -> list[dict]:
+    """Play ``n_games`` games in lock step under the protocol above.
+
+    Returns one dict per game that finished (dropped games left out), with
+    ``moves`` int16 [T], ``random_move`` U, ``score`` (black - white -
+    komi), ``ended``. ``stop()`` is polled between move steps; when it
+    returns True, the games already finished are returned."""
+    from alphalite import features
+    from selfplay.games import candidates_into, default_max_moves, policy_logp, sample_moves
+
+    size = sl["size"]
+    if rl["size"] != size:
+        raise ValueError("SL and RL policies are for different board sizes")
+    max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
+    A = size * size + 1
+    U = rng.integers(0, u_max + 1, n_games)
+    boards = [board.new_game(size, komi).copy_tuple(extra_history=max_moves + 1) for _ in range(n_games)]
+    moves = np.full((n_games, max_moves), -1, np.int16)
+    n_played = np.zeros(n_games, np.int64)
+    live = np.ones(n_games, np.bool_)
+    dropped = np.zeros(n_games, np.bool_)
+    finished_at = np.full(n_games, -1, np.int64)
+    own = np.zeros(size * size, np.int8)
+    legal = np.zeros(A, np.bool_)
+    same = sl["path"] == rl["path"]
+    nets = [sl] if same else [sl, rl]
+    planes = [np.zeros((n_games, size, size, features.num_planes(p["preset"])), np.float32) for p in nets]
+    masks = [np.ones((n_games, A), np.bool_) for _ in nets]
+    pids = [features.preset_id(p["preset"]) for p in nets]
+    step = 0
+    while live.any():
+        if stop is not None and stop():
+            break
+        colour = 1 if step % 2 == 0 else -1
+        chosen = np.full(n_games, -1, np.int64)
+        rand = np.flatnonzero(live & (U == step))
+        for g in rand:  # the uniformly random legal move (not a pass)
+            board.legal_mask(boards[g], legal)
+            pts = np.flatnonzero(legal[:-1])
+            if pts.size == 0:
+                dropped[g] = True
+                live[g] = False
+                continue
+            chosen[g] = int(pts[rng.integers(pts.size)])
+        groups = [np.flatnonzero(live & (U != step))] if same else \
+            [np.flatnonzero(live & (U > step)), np.flatnonzero(live & (U < step))]
+        for i, rows in enumerate(groups):
+            if rows.size == 0:
+                continue
+            pl, mk = planes[i], masks[i]
+            for j, g in enumerate(rows):
+                features.encode_into(boards[g], pids[i], pl[j])
+                candidates_into(boards[g], own, mk[j], False)
+            pl[rows.size:] = 0.0
+            mk[rows.size:] = True
+            logp = policy_logp(nets[i]["model"], nets[i]["variables"], pl, mk, temperature)[: rows.size]
+            chosen[rows] = sample_moves(logp, temperature, rng)
+        for g in np.flatnonzero(live):
+            m = int(chosen[g])
+            if board.play_flat(boards[g], m, colour) != board.LEGAL:
+                raise RuntimeError(f"value self-play chose an illegal move {m}")
+            moves[g, n_played[g]] = m
+            n_played[g] += 1
+            if boards[g][board.B_META][board.M_PASSES] >= 2 or n_played[g] >= max_moves:
+                live[g] = False
+                finished_at[g] = step
+                # the training position (before move U+1) must exist in the record
+                if n_played[g] <= U[g] + 1:
+                    dropped[g] = True
+        step += 1
+    out = []
+    for g in np.flatnonzero((finished_at >= 0) & ~dropped):
+        t = int(n_played[g])
+        b, w = board.area(boards[g])
+        over = boards[g][board.B_META][board.M_PASSES] >= 2
+        out.append({"moves": moves[g, :t].copy(), "random_move": int(U[g]), "score": float(b - w - komi),
+                    "ended": "passes" if over else "move cap"})
+    return out
+
+
+def _game_dict(size: int, komi: float, g: dict, name: str) -> dict:
+    mv = g["moves"].astype(np.int16)
+    cl = np.where(np.arange(len(mv)) % 2 == 0, 1, -1).astype(np.int8)
+    sp, sc = np.zeros(0, np.int16), np.zeros(0, np.int8)
+    s = g["score"]
+    winner = 1 if s > 0 else (-1 if s < 0 else 0)
+    result = "0" if s == 0 else f"{'B' if s > 0 else 'W'}+{abs(s):g}"
+    return {"size": size, "komi": komi, "handicap": 0, "winner": winner, "margin": abs(s) if s else 0.0,
+            "num_moves": len(mv), "total_moves": len(mv), "stop": 0, "moves": mv, "colors": cl,
+            "setup_points": sp, "setup_colors": sc, "game_hash": dataset.game_hash(size, sp, sc, mv, cl),
+            "game_id": name, "result": result, "black_player": "value-selfplay", "white_player": "value-selfplay",
+            "black_rank": "", "white_rank": "", "date": "", "rules": "Tromp-Taylor"}
+
+
+def _read_index(out: Path) -> dict | None:
+    try:
+        return json.loads((out / "index.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_shard(out: Path, batch_no: int, games: list[dict], size: int, komi: float, index: dict,
+                val_frac: float, test_frac: float) -> None:
+    """One shard per split for the games of one batch, then the index."""
+    by_split: dict[str, list[dict]] = {s: [] for s in dataset.SPLITS}
+    for k, g in enumerate(games):
+        d = _game_dict(size, komi, g, f"batch{batch_no:05d}-game{k:03d}")
+        d["random_move"] = g["random_move"]
+        by_split[dataset.split_of(d["game_hash"], val_frac, test_frac)].append(d)
+    for split, gs in by_split.items():
+        if not gs:
+            continue
+        arr = dataset._pack(gs)
+        arr["random_move"] = np.array([g["random_move"] for g in gs], np.int32)
+        arr["value_move"] = arr["random_move"] + 1
+        name = f"{split}-{batch_no:05d}.npz"
+        dataset._write_atomic(out / name, lambda f, arr=arr: np.savez(f, **arr))
+        index["shards"].append({"file": name, "split": split, "games": len(gs),
+                                "moves": int(arr["num_moves"].sum()), "sizes": {str(size): len(gs)}})
+    index["batches_done"] = batch_no + 1
+    index["summary"]["games"] = sum(s["games"] for s in index["shards"])
+    dataset.write_json_atomic(out / "index.json", index)
+
+
+def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games: int = 256, batch: int = 64,
+             komi: float = 7.5, u_max: int | None = None, temperature: float = 1.0, seed: int = 0,
+             val_frac: float = 0.05, test_frac: float = 0.1, max_seconds: float = 0.0,
+             progress: bool = True) -> dict:
+    """Generate (or continue) a value data folder until it holds ``games``
+    games (or ``max_seconds`` pass). Returns a summary dict."""
+    from tqdm import tqdm
+
+    from alphalite.train import _GracefulStop
+
+    sl = _load_policy(sl_checkpoint)
+    size = sl["size"]
+    rl_checkpoint = rl_checkpoint or default_rl_checkpoint(size)
+    rl = _load_policy(rl_checkpoint, size) if rl_checkpoint else sl
+    u_max = (3 * size * size) // 4 if u_max is None else int(u_max)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    opts = {"sl": str(sl_checkpoint), "rl": str(rl_checkpoint or sl_checkpoint), "komi": komi, "u_max": u_max,
+            "temperature": temperature, "seed": seed, "batch": batch, "val_frac": val_frac, "test_frac": test_frac,
+            "size": size}
+    index = _read_index(out)
+    if index is None:
+        index = {"format": dataset.FORMAT, "complete": True, "shards": [], "batches_done": 0,
+                 "summary": {"games": 0}, "options": opts, "note": FORMAT_NOTE}
+    elif index.get("options") != opts:
+        diff = [k for k in opts if index.get("options", {}).get(k) != opts[k]]
+        raise ValueError(f"{out} holds value data made with other settings ({', '.join(diff)}); "
+                         "use another --out or the same settings")
+    t0 = time.time()
+    have = index["summary"]["games"]
+    bar = tqdm(total=games, initial=min(have, games), desc="value data", unit="game", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    stop = _GracefulStop()
+    played = dropped = 0
+    stopped = "finished"
+    try:
+        while index["summary"]["games"] < games:
+            if max_seconds and time.time() - t0 > max_seconds:
+                stopped = "time limit"
+                break
+            b = index["batches_done"]
+            rng = np.random.default_rng([seed, b, 0x7A1])
+            done = play_value_games(sl, rl, batch, komi, rng, u_max=u_max, temperature=temperature,
+                                    stop=lambda: stop.requested)
+            if stop.requested:
+                stopped = "interrupted"
+            played += batch
+            dropped += batch - len(done)
+            if done:
+                write_shard(out, b, done, size, komi, index, val_frac, test_frac)
+            else:
+                index["batches_done"] = b + 1
+                dataset.write_json_atomic(out / "index.json", index)
+            bar.update(len(done))
+            if stop.requested:
+                break
+    finally:
+        stop.restore()
+        bar.close()
+    secs = time.time() - t0
+    return {"out": str(out), "games": index["summary"]["games"], "games_this_run": played - dropped,
+            "dropped_this_run": dropped, "seconds": secs, "games_per_hour": 3600 * (played - dropped) / max(secs, 1e-9),
+            "sl": opts["sl"], "rl": opts["rl"], "stopped": stopped}
+
+
+def cli_value_data(args) -> int:
+    res = generate(args.out, args.sl, rl_checkpoint=args.rl, games=args.games, batch=args.batch, komi=args.komi,
+                   u_max=args.u_max, temperature=args.temperature, seed=args.seed, max_seconds=60 * args.max_minutes,
+                   progress=not args.quiet)
+    print(json.dumps(res, sort_keys=True), flush=True)
+    return 130 if res["stopped"] == "interrupted" else 0

@@ -1,0 +1,205 @@
+"""Value nets: output range, learning a synthetic outcome, the self-play data
+protocol (SL to U, one random move, RL after), eval-value's JSON, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from alphalite import board, checkpoint, dataset, features, nets, train, value
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "tests" / "data" / "tygem-sample.tar.gz"
+
+
+def test_value_net_shape_and_range():
+    model = nets.make_model("b1c8_value", 9, features.num_planes("default"))
+    variables = nets.init_variables(model, jax.random.PRNGKey(0))
+    x = jax.random.normal(jax.random.PRNGKey(1), (5, 9, 9, 17)) * 50.0  # large inputs saturate tanh
+    v = np.asarray(model.apply(variables, x, train=False))
+    assert v.shape == (5,)
+    assert np.all(v >= -1.0) and np.all(v <= 1.0)
+
+
+def _synthetic_5x5(n, seed):
+    """Black to move; +1 when black has more stones than white, -1 when fewer."""
+    rng = np.random.default_rng(seed)
+    planes, labels = [], []
+    while len(labels) < n:
+        b = rng.choice([-1, 0, 1], size=(5, 5), p=[0.25, 0.5, 0.25]).astype(np.int8)
+        diff = int((b == 1).sum()) - int((b == -1).sum())
+        if diff == 0:
+            continue
+        try:
+            s = board.from_stones(b)
+        except ValueError:  # a group without liberties
+            continue
+        planes.append(features.encode(s, "default"))
+        labels.append(1.0 if diff > 0 else -1.0)
+    return np.stack(planes), np.array(labels, np.float32)
+
+
+def test_value_loss_decreases_on_synthetic_task():
+    planes, y = _synthetic_5x5(512, 0)
+    model = nets.make_model("b1c8_value", 5, 17)
+    state = train.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0), jnp.asarray(planes[:1]))
+    step = value.make_train_step()
+    rng = np.random.default_rng(0)
+    losses = []
+    for _ in range(200):
+        idx = rng.integers(0, len(y), 64)
+        state, m = step(state, {"planes": planes[idx], "outcomes": y[idx]})
+        losses.append(float(m["loss"]))
+    assert np.mean(losses[-20:]) < 0.5 * np.mean(losses[:20]), (losses[:5], losses[-5:])
+    v = np.asarray(value.make_predict(model)(train.variables_of(state), planes))
+    assert ((v > 0) == (y > 0)).mean() > 0.85
+
+
+# ---------------------------------------------------------------- self-play value data
+
+
+def _bias_policy(path, size, prefer_low: bool):
+    """A policy whose logits are a fixed bias: the lowest (or highest) move index wins."""
+    model = nets.make_model("b1c4", size, 17)
+    variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(0)))
+    variables["params"]["policy_dense"]["kernel"] = np.zeros_like(variables["params"]["policy_dense"]["kernel"])
+    A = size * size + 1
+    variables["params"]["policy_dense"]["bias"] = (-np.arange(A) if prefer_low else np.arange(A)).astype(np.float32)
+    checkpoint.export_model(path, variables, {"model": "b1c4", "board_size": size, "preset": "default",
+                                              "kind": "policy"})
+    return str(path)
+
+
+def test_value_data_follows_the_protocol_and_resumes(tmp_path):
+    from selfplay import valuedata
+    from selfplay.games import candidates
+
+    size = 5
+    sl = _bias_policy(tmp_path / "sl", size, prefer_low=True)
+    rl = _bias_policy(tmp_path / "rl", size, prefer_low=False)
+    out = tmp_path / "vdata"
+    kw = dict(rl_checkpoint=rl, batch=4, u_max=8, temperature=0.0, seed=3, komi=0.5, progress=False)
+    res = valuedata.generate(out, sl, games=4, **kw)
+    assert res["games"] >= 4
+    games = dataset.load_games(out, "all", board_size=size)
+    assert len(games) == res["games"]
+    assert np.array_equal(games["value_move"], games["random_move"] + 1)
+    A = size * size + 1
+    for g in range(len(games)):
+        a, b = games["move_offsets"][g], games["move_offsets"][g + 1]
+        mv = games["moves"][a:b]
+        u = int(games["random_move"][g])
+        state = board.new_game(size, 0.5)
+        for t, m in enumerate(mv):
+            cand = np.flatnonzero(candidates(state))
+            if t < u:  # SL net: lowest candidate
+                assert m == cand.min(), (g, t)
+            elif t == u:  # uniformly random legal move, never a pass
+                assert m != A - 1 and board.legal_moves(state)[m]
+            else:  # RL net: highest candidate
+                assert m == cand.max(), (g, t)
+            state = board.play(state, int(m))
+        assert state.is_over or len(mv) == 2 * size * size + 20
+        assert games["winner"][g] == np.sign(board.area_score(state))
+    # the stored training position is the one after the random move
+    batch = next(dataset.iterate_eval(out, split="all", board_size=size, marked_only=True, batch_size=64))
+    assert len(batch["game"]) == len(games)
+    for i, g in enumerate(batch["game"]):
+        a = games["move_offsets"][g]
+        u = int(games["random_move"][g])
+        state = board.new_game(size, 0.5)
+        for m in games["moves"][a:a + u + 1]:
+            state = board.play(state, int(m))
+        assert batch["move_number"][i] == u + 1
+        np.testing.assert_array_equal(batch["stones"][i], board.stones(state))
+        assert batch["outcomes"][i] == games["winner"][g] * state.to_play
+    # a rerun continues with the next batch; finished shards stay as they were
+    before = json.loads((out / "index.json").read_text())
+    res2 = valuedata.generate(out, sl, games=res["games"] + 4, **kw)
+    after = json.loads((out / "index.json").read_text())
+    assert after["batches_done"] == before["batches_done"] + 1
+    assert res2["games"] >= res["games"] + 4
+    assert after["shards"][: len(before["shards"])] == before["shards"]
+    assert not list(out.glob(".*tmp*"))
+    with pytest.raises(ValueError, match="other settings"):
+        valuedata.generate(out, sl, games=1, **{**kw, "u_max": 3})
+
+
+# ---------------------------------------------------------------- on human games
+
+
+@pytest.fixture(scope="module")
+def sample_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "sample"
+    dataset.build([SAMPLE], out, jobs=1, val_frac=0.1, test_frac=0.2, progress=False)
+    return out
+
+
+def _value_cfg(data, steps, **kw):
+    return train.SLConfig(**{**dict(data=str(data), task="value", model="b1c4_value", batch_size=16,
+                                    optimizer="adam", learning_rate=1e-3, schedule="constant", warmup_steps=1,
+                                    total_steps=steps, eval_every=1000, eval_positions=64, checkpoint_every=2,
+                                    log_every=2, per_game=4), **kw})
+
+
+def test_value_training_resumes_to_the_same_state(sample_data, tmp_path):
+    ref = train.train_and_evaluate(_value_cfg(sample_data, 6), tmp_path / "ref", progress=False)
+    assert ref["step"] == 6 and "val_mse" in ref and 0.0 <= ref["val_accuracy"] <= 1.0
+    part = train.train_and_evaluate(_value_cfg(sample_data, 3), tmp_path / "run", progress=False)
+    assert part["step"] == 3
+    done = train.train_and_evaluate(_value_cfg(sample_data, 6), tmp_path / "run", progress=False)
+    assert done["step"] == 6
+    a, b = _latest_state(tmp_path / "ref"), _latest_state(tmp_path / "run")
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["kind"] == "value" and saved["task"] == "value"
+    with pytest.raises(ValueError, match="value nets end in _value"):
+        train.train_and_evaluate(_value_cfg(sample_data, 2, model="b1c4"), tmp_path / "bad", progress=False)
+    # a run saved before the newer fields existed resumes (missing = default)
+    for k in ("marked_only", "init_trunk"):
+        del saved[k]
+    (tmp_path / "run" / "config.json").write_text(json.dumps(saved))
+    train._check_resume(_value_cfg(sample_data, 6), tmp_path / "run")
+
+
+def _latest_state(workdir):
+    import orbax.checkpoint as ocp
+
+    mgr = checkpoint.manager(Path(workdir) / "ckpt", max_to_keep=None)
+    out = mgr.restore(mgr.latest_step(), args=ocp.args.Composite(state=ocp.args.StandardRestore(),
+                                                                 meta=ocp.args.JsonRestore()))
+    assert out.meta["step"] == 6
+    return {"params": out.state["params"], "opt_state": out.state["opt_state"],
+            "batch_stats": out.state["batch_stats"]}
+
+
+def test_eval_value_prints_the_four_move_buckets(sample_data, tmp_path, capsys):
+    from alphalite import cli
+
+    model = nets.make_model("b1c4_value", 19, 17)
+    variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(0)))
+    ck = checkpoint.export_model(tmp_path / "v", variables, {"model": "b1c4_value", "board_size": 19,
+                                                             "preset": "default", "kind": "value"})
+    assert cli.main(["eval-value", "--checkpoint", str(ck), str(sample_data), "--max-games", "12",
+                     "--influence-games", "80"]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["snapshot_moves"] == [30, 80, 130, 180]
+    for who in ("value_net", "influence"):
+        for m in (30, 80, 130, 180):
+            assert f"acc_{m}" in res[who] and f"mse_{m}" in res[who]
+        assert res[who]["n_30"] == res["test_games"] > 0
+        assert 0.0 <= res[who]["accuracy"] <= 1.0 and 0.0 <= res[who]["mse"] <= 4.0
+    assert res["influence"]["train_games"] == 80
+    assert res["paper_influence_accuracy"]["180"] == 0.893
+
+
+def test_eval_value_rejects_a_policy_checkpoint():
+    with pytest.raises(ValueError, match="not a value net"):
+        value.load_value_net(str(ROOT / "checkpoints" / "policy19"))
