@@ -318,10 +318,12 @@ def play_mcts_games(
     progress: Callable[[int], None] | None = None,
 ) -> list[Game]:
     """``n_games`` games between two ``players.MctsPlayer`` (the same object
-    for self-play), one after another. For the first ``temperature_moves``
-    moves the move is drawn in proportion to the root visits (variety);
-    after that the most visited candidate is played. ``stop()`` polled
-    between moves: the game in progress is dropped."""
+    for self-play), one after another, the tree reused between moves. Only
+    candidate moves (``candidates``) are played; pass only when there is
+    none. For the first ``temperature_moves`` moves the move is drawn in
+    proportion to the root visits (variety); after that the most visited
+    candidate is played. ``stop()`` polled between moves: the game in
+    progress is dropped."""
     max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
     games = []
     for g in range(n_games):
@@ -334,18 +336,22 @@ def play_mcts_games(
                 return games
             me = black_player if state.to_play == 1 else white_player
             cand = candidates(state)
-            cand[-1] = False
-            if len(played) < temperature_moves:
+            if cand[:-1].any():
                 out = me.run(state, rng)
                 visits = np.where(cand, out.tree.children_visits[0], 0).astype(np.float64)
-                if visits.sum() > 0:
+                visits[-1] = 0.0
+                if visits.sum() <= 0:  # the search spent nothing on a candidate
+                    visits = np.where(cand, out.tree.children_prior[0], 0).astype(np.float64)
+                    visits[-1] = 0.0
+                if visits.sum() <= 0:
+                    visits = cand.astype(np.float64)
+                    visits[-1] = 0.0
+                if len(played) < temperature_moves:
                     move = int(rng.choice(visits.shape[0], p=visits / visits.sum()))
-                elif cand.any():
-                    move = int(rng.choice(np.flatnonzero(cand)))
                 else:
-                    move = size * size
+                    move = int(np.argmax(visits))
             else:
-                move = me.genmove(state, cand, None, rng).move
+                move = size * size
             state = board.play(state, move)
             played.append(move)
         b, w = board.area_counts(state)
