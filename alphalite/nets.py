@@ -63,6 +63,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from alphalite import winograd
+
 Dtype = Any
 
 # name -> (blocks, channels). Any ``b<int>c<int>`` name is accepted too.
@@ -323,19 +325,52 @@ class ClarkStorkeyCNN(nn.Module):
 # residual nets (AlphaGo Zero / GoGoGo layout)
 
 
+CONV_IMPLS = ("auto", "xla", "winograd")
+
+
+def _use_winograd(impl: str, train: bool = True) -> bool:
+    """``auto``: Winograd for training on the CPU, where XLA's convolution
+    weight gradient is slow; XLA's convolution for inference (as fast there,
+    and it compiles several times faster) and on accelerators (cuDNN, ...)."""
+    if impl not in CONV_IMPLS:
+        raise ValueError(f"conv must be one of {', '.join(CONV_IMPLS)}, got {impl!r}")
+    return impl == "winograd" or (impl == "auto" and train and jax.default_backend() == "cpu")
+
+
+class Conv3x3(nn.Module):
+    """3x3 SAME conv without bias, the same parameter (``kernel [3, 3, C, K]``,
+    LeCun normal) as ``nn.Conv``, so checkpoints do not depend on ``impl``:
+    ``xla`` (lax.conv), ``winograd`` (alphalite.winograd, F(4x4, 3x3)) or
+    ``auto`` (see ``_use_winograd``)."""
+
+    features: int
+    impl: str = "auto"
+    dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):  # [B, H, W, C] -> [B, H, W, features]
+        kernel = self.param(
+            "kernel", nn.initializers.lecun_normal(), (3, 3, x.shape[-1], self.features), jnp.float32
+        )
+        x, kernel = x.astype(self.dtype), kernel.astype(self.dtype)
+        if _use_winograd(self.impl, train):
+            return winograd.conv3x3(x, kernel)
+        return winograd.reference_conv3x3(x, kernel)
+
+
 class ResBlock(nn.Module):
     """conv3x3-BN-ReLU-conv3x3-BN, + skip, ReLU after the sum."""
 
     channels: int
+    conv: str = "auto"
     dtype: Dtype = jnp.float32
 
     @nn.compact
     def __call__(self, x, train: bool):
-        conv = functools.partial(
-            nn.Conv, self.channels, (3, 3), padding="SAME", use_bias=False, dtype=self.dtype
-        )
-        h = nn.relu(_batch_norm(train, self.dtype)(conv()(x)))
-        h = _batch_norm(train, self.dtype)(conv()(h))
+        # Named as nn.Conv auto-names them, so older checkpoints still load.
+        conv = functools.partial(Conv3x3, self.channels, self.conv, self.dtype)
+        h = nn.relu(_batch_norm(train, self.dtype)(conv(name="Conv_0")(x, train)))
+        h = _batch_norm(train, self.dtype)(conv(name="Conv_1")(h, train))
         return nn.relu(h + x)
 
 
@@ -345,17 +380,19 @@ class ResTrunk(nn.Module):
     blocks: int
     channels: int
     stem_kernel: int = 3
+    conv: str = "auto"
     dtype: Dtype = jnp.float32
 
     @nn.compact
     def __call__(self, x, train: bool):  # [B, H, W, C] -> [B, H, W, channels]
         k = self.stem_kernel
+        # The stem stays an XLA conv: with C = 17 input planes its cost is small.
         h = nn.Conv(
             self.channels, (k, k), padding="SAME", use_bias=False, dtype=self.dtype, name="stem"
         )(x.astype(self.dtype))
         h = nn.relu(_batch_norm(train, self.dtype, name="stem_bn")(h))
         for i in range(self.blocks):
-            h = ResBlock(self.channels, dtype=self.dtype, name=f"block{i}")(h, train)
+            h = ResBlock(self.channels, self.conv, dtype=self.dtype, name=f"block{i}")(h, train)
         return h
 
 
@@ -368,12 +405,13 @@ class ResNetPolicy(nn.Module):
     blocks: int = 6
     channels: int = 64
     stem_kernel: int = 3
+    conv: str = "auto"  # 3x3 convs: auto | xla | winograd (see Conv3x3)
     dtype: Dtype = jnp.float32
 
     @nn.compact
     def __call__(self, x, train: bool = False):  # [B, H, W, C] -> [B, H*W+1]
         _check_input(x, self.size, self.num_planes)
-        h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.dtype, name="trunk")(
+        h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
             x, train
         )
         h = nn.Conv(2, (1, 1), use_bias=False, dtype=self.dtype, name="policy_conv")(h)
@@ -393,12 +431,13 @@ class ResNetValue(nn.Module):
     channels: int = 64
     stem_kernel: int = 3
     hidden: int = 256
+    conv: str = "auto"  # 3x3 convs: auto | xla | winograd (see Conv3x3)
     dtype: Dtype = jnp.float32
 
     @nn.compact
     def __call__(self, x, train: bool = False):  # [B, H, W, C] -> [B]
         _check_input(x, self.size, self.num_planes)
-        h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.dtype, name="trunk")(
+        h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
             x, train
         )
         h = nn.Conv(1, (1, 1), use_bias=False, dtype=self.dtype, name="value_conv")(h)

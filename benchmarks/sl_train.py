@@ -4,7 +4,9 @@ Prints one JSON line: training positions/s (forward + backward + SGD-momentum
 update, one jitted step with donated state, warm-up excluded) and inference positions/s (eval
 mode) for a ResNet preset (default b6c64) on 9x9 and 19x19, for alphalite.nets
 and for the same architecture written in PyTorch, measured in the same run,
-with the JAX/PyTorch ratios and both parameter counts. Inputs are random
+with the JAX/PyTorch ratios and both parameter counts. JAX's 3x3 convolutions use ``--conv`` (default ``auto``:
+Winograd F(4x4, 3x3) for training on the CPU, see alphalite/winograd.py); XLA's own
+convolution is timed beside it as ``jax_xla_*``. Inputs are random
 planes; targets random moves. The four measurements of a size run round-robin
 and the best round counts, so load from other processes on a shared machine
 hits both frameworks alike (numbers on a busy machine are still noisy).
@@ -53,7 +55,7 @@ def _time_interleaved(fns: dict, *, seconds: float, rounds: int = 5, warmup: int
 # JAX
 
 
-def setup_jax(preset, size, planes, batch, lr=0.01, dtype="float32"):
+def setup_jax(preset, size, planes, batch, lr=0.01, dtype="float32", conv="auto"):
     """-> (param count, train_once, infer_once), both blocking."""
     import jax
     import jax.numpy as jnp
@@ -62,8 +64,8 @@ def setup_jax(preset, size, planes, batch, lr=0.01, dtype="float32"):
 
     from alphalite import nets
 
-    model = nets.make_model(preset, size, planes)
-    infer_model = nets.make_model(preset, size, planes, dtype=getattr(jnp, dtype))
+    model = nets.make_model(preset, size, planes, conv=conv)
+    infer_model = nets.make_model(preset, size, planes, dtype=getattr(jnp, dtype), conv=conv)
     variables = nets.init_variables(model, jax.random.key(0))
     params, batch_stats = variables["params"], variables["batch_stats"]
     tx = optax.sgd(lr, momentum=0.9)
@@ -192,6 +194,14 @@ def main(argv=None) -> int:
         help="JAX inference computation dtype (params stay float32)",
     )
     ap.add_argument(
+        "--conv", default="auto", choices=["auto", "xla", "winograd"],
+        help="JAX 3x3 convs (alphalite.nets.Conv3x3; auto = Winograd on the CPU)",
+    )
+    ap.add_argument(
+        "--no-xla-baseline", action="store_true",
+        help="do not also time JAX with XLA's own convolution (jax_xla_* fields)",
+    )
+    ap.add_argument(
         "--xla-flags", default=None, help="XLA_FLAGS to set before JAX starts (for experiments)"
     )
     args = ap.parse_args(argv)
@@ -199,6 +209,8 @@ def main(argv=None) -> int:
         os.environ["XLA_FLAGS"] = args.xla_flags
 
     import jax
+
+    from alphalite import nets
 
     result = {
         "benchmark": "sl_train",
@@ -208,6 +220,9 @@ def main(argv=None) -> int:
         "jax": jax.__version__,
         "jax_backend": jax.default_backend(),
         "infer_dtype": args.infer_dtype,
+        "conv": args.conv,
+        "conv_used_train": "winograd" if nets._use_winograd(args.conv, True) else "xla",
+        "conv_used_infer": "winograd" if nets._use_winograd(args.conv, False) else "xla",
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
     }
@@ -227,9 +242,14 @@ def main(argv=None) -> int:
     for size in args.sizes:
         print(f"[sl_train] {args.preset} {size}x{size} ...", file=sys.stderr, flush=True)
         j_params, j_train, j_infer = setup_jax(
-            args.preset, size, args.planes, args.batch, dtype=args.infer_dtype
+            args.preset, size, args.planes, args.batch, dtype=args.infer_dtype, conv=args.conv
         )
         fns = {"jax_train": j_train, "jax_infer": j_infer}
+        if "winograd" in (result["conv_used_train"], result["conv_used_infer"]) and not args.no_xla_baseline:
+            _, x_train, x_infer = setup_jax(
+                args.preset, size, args.planes, args.batch, dtype=args.infer_dtype, conv="xla"
+            )
+            fns.update(jax_xla_train=x_train, jax_xla_infer=x_infer)
         if torch is not None:
             t_params, t_train, t_infer = setup_torch(
                 args.preset, size, args.planes, args.batch, channels_last=args.torch_channels_last
