@@ -427,11 +427,11 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
             plot_run(workdir)
             bar.update(1)
             bar.set_postfix(pool=f"{last['winrate_vs_pool']:.2f}", ent=f"{last['entropy']:.2f}")
-        else:
-            if cfg.eval_games and evaluated_at != it and not stop.requested:
-                rec = evaluate()
-                if rec is not None:
-                    last.update(rec)
+        # the win rate of the policy the run ends with (not after Ctrl-C)
+        if stopped != "interrupted" and cfg.eval_games and evaluated_at != it and not stop.requested:
+            rec = evaluate()
+            if rec is not None:
+                last.update(rec)
     except KeyboardInterrupt:  # a second Ctrl-C
         stopped = "interrupted"
     finally:
