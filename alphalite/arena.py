@@ -615,14 +615,36 @@ def _worker_init():
 def run_tournament(t: Tournament, out: str | os.PathLike, *, jobs: int = 1, progress: bool = True,
                    say=print) -> dict:
     """Play every game not yet in ``out/results.jsonl``; write the report.
-    Returns {"played", "void", "stopped_pairings", "sprt", "report"}."""
-    from alphalite import ratings
-
+    Returns {"played", "void", "stopped_pairings", "sprt", "report"}.
+    Raises ArenaError if another arena is playing in ``out``."""
     t.validate()
     for e in t.engines:
         check_engine(e)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out)
+    try:
+        return _run(t, out, jobs=jobs, progress=progress, say=say)
+    finally:
+        lock.close()
+
+
+def _lock(out: Path):
+    """One arena per folder: a second one would replay the same games."""
+    import fcntl
+
+    f = open(out / ".lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise ArenaError(f"another arena is running in {out}") from None
+    return f
+
+
+def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
+    from alphalite import ratings
+
     _check_settings(t, out)
     results_path = out / RESULTS
     _repair_tail(results_path)

@@ -124,6 +124,15 @@ def test_other_settings_in_same_folder_refused(tmp_path, fake):
         arena.run_tournament(Tournament(**{**t.__dict__, "komi": 3.5}), tmp_path, progress=False)
 
 
+def test_one_arena_per_folder(tmp_path, fake):
+    t = Tournament(engines=(fake("a", "pass"), fake("b", "pass")), games=1, size=5, referee="none")
+    held = arena._lock(tmp_path)
+    with pytest.raises(arena.ArenaError, match="another arena is running"):
+        arena.run_tournament(t, tmp_path, progress=False)
+    held.close()
+    assert arena.run_tournament(t, tmp_path, progress=False, say=lambda m: None)["played"] == 1
+
+
 def test_void_is_replayed(tmp_path, fake):
     flag = tmp_path / "crashed"
     t = Tournament(engines=(fake("a", f"crash-once:{flag}"), fake("b", "pass")), games=1, size=5, referee="none")
