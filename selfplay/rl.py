@@ -274,9 +274,9 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
 
     check_config(cfg)
     workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
     _check_resume(cfg, workdir)
     info, sl_vars = _load_init(cfg.init)
+    workdir.mkdir(parents=True, exist_ok=True)
     size, preset = info["board_size"], info["preset"]
     ckpt.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
     model = nets.make_model(info["model"], size, features.num_planes(preset))
