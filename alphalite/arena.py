@@ -48,6 +48,7 @@ import concurrent.futures as cf
 import dataclasses
 import datetime
 import json
+import multiprocessing
 import os
 import shlex
 import shutil
@@ -686,8 +687,14 @@ def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
     voids_in_row: Counter = Counter()
     stopped: dict[tuple[str, str], str] = {}
     played = voided = 0
-    executor = _Inline() if jobs <= 1 else cf.ProcessPoolExecutor(
-        max_workers=jobs, mp_context=__import__("multiprocessing").get_context("spawn"), initializer=_worker_init)
+    def new_executor():
+        if jobs <= 1:
+            return _Inline()
+        # spawn, not fork: the parent may hold threads (tqdm) and Numba state
+        return cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                      initializer=_worker_init)
+
+    executor = new_executor()
     inflight: dict = {}
     interrupted = False
     try:
@@ -700,7 +707,13 @@ def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
                               komi=t.komi, handicap=t.handicap, max_moves=t.max_moves, timeout=t.timeout,
                               referee=None if ref is None else tuple(ref), out=str(out), event=out.name)
                 note(f"start {gid} attempt {job.attempt}: {b} (B) vs {w} (W)")
-                inflight[executor.submit(play_game, job)] = (gid, b, w, i, pair)
+                try:
+                    fut = executor.submit(play_game, job)
+                except cf.BrokenExecutor:  # a worker was killed (OOM, signal): start a fresh pool
+                    executor.shutdown(wait=False)
+                    executor = new_executor()
+                    fut = executor.submit(play_game, job)
+                inflight[fut] = (gid, b, w, i, pair)
             done, _ = cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
             for fut in done:
                 gid, b, w, i, pair = inflight.pop(fut)
