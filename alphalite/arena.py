@@ -33,7 +33,8 @@ How a game ends, and its result:
 * an engine crash, a timeout, an unreadable answer or a refused ``play``:
   the game is void. It is logged, saved under ``void/`` and replayed; two
   voids in a row in one pairing stop that pairing (with a message naming the
-  engine and the error), never the whole run.
+  engine and the error), never the whole run (``alphalite arena`` then
+  exits with status 3; a rerun gives the pairing another try).
 
 Every finished game is saved as SGF (``games/<id>.sgf``: PB/PW the engine
 names, KM, HA, RU, RE, the settings in GC) and appended as one JSON line to
