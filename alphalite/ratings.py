@@ -321,6 +321,8 @@ def plot_ratings(ratings: dict[str, Rating], path, title: str = "Elo (95% interv
 
 
 def _elo(v: float) -> str:
+    if math.isinf(v):
+        return "-inf" if v < 0 else "+inf"
     s = f"{v:.0f}"
     return "0" if s == "-0" else s
 
@@ -393,20 +395,22 @@ def write_report(out, results, *, anchor: str, anchor_elo: float = 0.0, sprt: Sp
     md.append("")
     md.append("## Pairings")
     md.append("")
-    md.append("| A | B | games | A wins | B wins | draws | A win rate | 95% interval (Wilson) | A wins as Black | "
-              "Black wins |")
-    md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+    md.append("| A | B | games | A wins | B wins | draws | A win rate | 95% interval (Wilson) | "
+              "A - B in Elo (same interval) | A wins as Black | Black wins |")
+    md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |")
     for r in rows:
         lo, hi = r.interval
         md.append(f"| {r.a} | {r.b} | {r.games} | {r.a_wins} | {r.b_wins} | {r.draws} | {_pct(r.rate)} | "
-                  f"{_pct(lo)} - {_pct(hi)} | {r.a_black_wins}/{r.a_black_games} | {r.black_wins} |")
+                  f"{_pct(lo)} - {_pct(hi)} | {_elo(elo_from_rate(lo))} to {_elo(elo_from_rate(hi))} | "
+                  f"{r.a_black_wins}/{r.a_black_games} | {r.black_wins} |")
     md.append("")
     md.append("## Elo")
     md.append("")
     if ratings:
         md.append(f"Bradley-Terry maximum likelihood over all games, `{anchor}` anchored at {anchor_elo:g}, "
                   f"{prior:g} virtual draw(s) per pairing; 95% intervals from the observed Fisher information "
-                  "(relative to the anchor).")
+                  "(relative to the anchor). With few games, or an engine that won or lost every game, the "
+                  "virtual draws pull ratings towards each other: read the Wilson intervals above then.")
         md.append("")
         md.append("| engine | games | score | Elo | 95% interval |")
         md.append("| --- | ---: | ---: | ---: | --- |")
