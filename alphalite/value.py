@@ -210,3 +210,43 @@ def init_trunk_from(state, checkpoint: str, preset: str):
     if "trunk" in stats and "trunk" in variables.get("batch_stats", {}):
         stats["trunk"] = variables["batch_stats"]["trunk"]
     return state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params))
+
+
+def demo_value(policy_checkpoint: str, workdir, minutes: float = 1.0, *, games: int = 32,
+               rl_checkpoint: str | None = None, data_minutes: float = 1.5, seed: int = 0,
+               progress: bool = True) -> dict:
+    """The demo's value stage: ``games`` self-play games under the value-data
+    protocol with ``policy_checkpoint`` (also standing in for the RL policy
+    unless ``rl_checkpoint``), at most ``data_minutes`` of play, then a value
+    net (the policy's trunk, a fresh tanh head) trained for ``minutes``.
+    A handful of games give too few one-per-game positions for a batch, so
+    the demo trains on up to 16 positions of every game (the full protocol,
+    ``--marked-only``, is for real runs). Reruns resume. Returns metrics."""
+    from alphalite import nets, train
+    from selfplay import valuedata
+
+    workdir = Path(workdir)
+    pol = valuedata._load_policy(policy_checkpoint)
+    size = pol["size"]
+    t0 = time.time()
+    gen = valuedata.generate(workdir / "valuedata", policy_checkpoint, rl_checkpoint=rl_checkpoint or policy_checkpoint,
+                             games=games, batch=games, seed=seed, val_frac=0.2, test_frac=0.0,
+                             max_seconds=60 * data_minutes, progress=progress, max_moves=size * size + 2 * size)
+    data_seconds = time.time() - t0
+    name = type(pol["model"]).__name__
+    if name == "ResNetPolicy":
+        model, trunk = f"b{pol['model'].blocks}c{pol['model'].channels}_value", str(policy_checkpoint)
+    else:
+        model, trunk = "b2c16_value", ""
+    nets.parse_preset(model[: -len("_value")])
+    cfg = train.SLConfig(data=str(workdir / "valuedata"), task="value", model=model, preset=pol["preset"],
+                         board_size=size, batch_size=32, optimizer="adam", learning_rate=1e-3, schedule="constant",
+                         warmup_steps=20, total_steps=100_000, max_minutes=minutes, eval_every=100,
+                         eval_positions=1024, checkpoint_every=50, log_every=10, per_game=16, init_trunk=trunk,
+                         seed=seed)
+    res = train.train_and_evaluate(cfg, workdir / "run", progress=progress)
+    return {"games": gen["games"], "games_per_hour": gen["games_per_hour"], "data_seconds": data_seconds,
+            "model": model, "init_trunk": trunk, "step": res["step"], "stopped": res["stopped"],
+            "val_mse": res.get("val_mse"), "val_accuracy": res.get("val_accuracy"),
+            "positions_per_s": res.get("positions_per_s"), "train_seconds": res.get("seconds"),
+            "run": str(workdir / "run")}

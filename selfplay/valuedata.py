@@ -195,7 +195,7 @@ def write_shard(out: Path, batch_no: int, games: list[dict], size: int, komi: fl
 def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games: int = 256, batch: int = 64,
              komi: float = 7.5, u_max: int | None = None, temperature: float = 1.0, seed: int = 0,
              val_frac: float = 0.05, test_frac: float = 0.1, max_seconds: float = 0.0,
-             progress: bool = True) -> dict:
+             max_moves: int | None = None, progress: bool = True) -> dict:
     """Generate (or continue) a value data folder until it holds ``games``
     games (or ``max_seconds`` pass). Returns a summary dict."""
     from tqdm import tqdm
@@ -211,7 +211,7 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     out.mkdir(parents=True, exist_ok=True)
     opts = {"sl": str(sl_checkpoint), "rl": str(rl_checkpoint or sl_checkpoint), "komi": komi, "u_max": u_max,
             "temperature": temperature, "seed": seed, "batch": batch, "val_frac": val_frac, "test_frac": test_frac,
-            "size": size}
+            "size": size, "max_moves": max_moves}
     index = _read_index(out)
     if index is None:
         index = {"format": dataset.FORMAT, "complete": True, "shards": [], "batches_done": 0,
@@ -235,7 +235,7 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
             b = index["batches_done"]
             rng = np.random.default_rng([seed, b, 0x7A1])
             done = play_value_games(sl, rl, batch, komi, rng, u_max=u_max, temperature=temperature,
-                                    stop=lambda: stop.requested)
+                                    max_moves=max_moves, stop=lambda: stop.requested)
             if stop.requested:
                 stopped = "interrupted"
             played += batch
