@@ -9,11 +9,11 @@ multiplications than direct convolution on 4x4 output blocks. The backward
 pass is written out (``custom_vjp``) so that autodiff never differentiates
 the overlapping tile gather:
 
-* ``dx`` is the same Winograd convolution of ``dy`` with the kernel flipped
-  and its channels swapped;
+* ``dM = A dy A^T`` on the non-overlapping output blocks;
 * ``dw`` is the 36 products ``V^T dM`` with ``V`` (input tiles, kept from the
-  forward pass) and ``dM = A dy A^T`` on the non-overlapping output blocks,
-  then the filter transform's transpose.
+  forward pass), then the filter transform's transpose;
+* ``dx`` is the 36 products ``dM U^T``, then the input transform's transpose
+  (overlapping tiles summed, written as pads and adds that XLA fuses).
 
 Results agree with ``lax.conv_general_dilated`` to float32 rounding (about
 1e-5 relative); tests check values and gradients. Shapes: ``x [B, H, W, C]``,
@@ -54,14 +54,18 @@ def _tiles(n: int) -> int:
 
 def _windows(x, axis: int, t: int) -> list:
     """The six rows ``4k + i`` (i = 0..5, k < t) of overlapping 6-wide
-    windows along ``axis`` as six arrays with a tile axis in its place,
-    built from two reshapes instead of strided slices (faster on XLA CPU)."""
+    windows along ``axis`` (of length ``4t + 4``) as six arrays with a tile
+    axis in its place. Reshaping the whole axis is free (a bitcast) and the
+    picks fuse into their consumers; strided slices or a reshaped slice
+    would be copied first."""
     shape = x.shape
-    split = shape[:axis] + (t, 4) + shape[axis + 1:]
-    a = lax.slice_in_dim(x, 0, 4 * t, axis=axis).reshape(split)
-    b = lax.slice_in_dim(x, 4, 4 * t + 4, axis=axis).reshape(split)
-    pick = lambda arr, i: lax.index_in_dim(arr, i, axis=axis + 1, keepdims=False)  # noqa: E731
-    return [pick(a, i) for i in range(4)] + [pick(b, 0), pick(b, 1)]
+    xr = x.reshape(shape[:axis] + (t + 1, 4) + shape[axis + 1:])
+
+    def pick(i, start):
+        rows = lax.index_in_dim(xr, i, axis=axis + 1, keepdims=False)
+        return lax.slice_in_dim(rows, start, start + t, axis=axis)
+
+    return [pick(i, 0) for i in range(4)] + [pick(0, 1), pick(1, 1)]
 
 
 def input_transform(x):
@@ -75,6 +79,32 @@ def input_transform(x):
     cols = _windows(t1, 3, tw)  # 6 x [6, B, th, tw, C]
     v = jnp.stack([_combine(_BT[b], cols) for b in range(6)], axis=1)  # [6, 6, B, th, tw, C]
     return v.reshape(36, n * th * tw, c)
+
+
+def _windows_t(parts: list, axis: int, t: int):
+    """Transpose of ``_windows``: six ``[..., t, ...]`` arrays -> the
+    ``4t + 4``-long axis, overlapping rows summed."""
+    def grow(p, before):
+        pad = [(0, 0)] * p.ndim
+        pad[axis] = (1, 0) if before else (0, 1)
+        return jnp.pad(p, pad)
+
+    cols = [grow(parts[0], False) + grow(parts[4], True), grow(parts[1], False) + grow(parts[5], True),
+            grow(parts[2], False), grow(parts[3], False)]
+    out = jnp.stack(cols, axis=axis + 1)  # [..., t + 1, 4, ...]
+    shape = out.shape
+    return out.reshape(shape[:axis] + (4 * (t + 1),) + shape[axis + 2:])
+
+
+def input_transform_t(dv, n: int, h: int, w: int):
+    """Transpose of ``input_transform``: ``[36, B*th*tw, C]`` -> ``[B, H, W, C]``."""
+    th, tw, c = _tiles(h), _tiles(w), dv.shape[-1]
+    dv = dv.reshape(6, 6, n, th, tw, c)
+    dcols = [_combine(_BT[:, j], [dv[:, b] for b in range(6)]) for j in range(6)]  # 6 x [6, B, th, tw, C]
+    dt1 = _windows_t(dcols, 3, tw)  # [6, B, th, W', C]
+    drows = [_combine(_BT[:, i], [dt1[a] for a in range(6)]) for i in range(6)]  # 6 x [B, th, W', C]
+    dxp = _windows_t(drows, 1, th)  # [B, H', W', C]
+    return dxp[:, 1:1 + h, 1:1 + w]
 
 
 def output_transform(m, n: int, h: int, w: int):
@@ -132,8 +162,8 @@ def _bwd(res, dy):
     v, w = res
     dm = output_transform_t(dy)
     dw = filter_transform_t(jnp.einsum("anc,ank->ack", v, dm)).astype(w.dtype)
-    w_flip = jnp.transpose(w[::-1, ::-1], (0, 1, 3, 2))
-    dx = _forward(dy, w_flip)[0]
+    dv = jnp.einsum("ank,ack->anc", dm, filter_transform(w).astype(dm.dtype))
+    dx = input_transform_t(dv, dy.shape[0], dy.shape[1], dy.shape[2])
     return dx, dw
 
 

@@ -5,7 +5,8 @@ update, one jitted step with donated state, warm-up excluded) and inference posi
 mode) for a ResNet preset (default b6c64) on 9x9 and 19x19, for alphalite.nets
 and for the same architecture written in PyTorch, measured in the same run,
 with the JAX/PyTorch ratios and both parameter counts. JAX's 3x3 convolutions use ``--conv`` (default ``auto``:
-Winograd F(4x4, 3x3) for training on the CPU, see alphalite/winograd.py); XLA's own
+Winograd F(4x4, 3x3) for training on the CPU on boards of 16 and more, see
+alphalite/nets.py and alphalite/winograd.py); XLA's own
 convolution is timed beside it as ``jax_xla_*``. Inputs are random
 planes; targets random moves. The four measurements of a size run round-robin
 and the best round counts, so load from other processes on a shared machine
@@ -221,8 +222,7 @@ def main(argv=None) -> int:
         "jax_backend": jax.default_backend(),
         "infer_dtype": args.infer_dtype,
         "conv": args.conv,
-        "conv_used_train": "winograd" if nets._use_winograd(args.conv, True) else "xla",
-        "conv_used_infer": "winograd" if nets._use_winograd(args.conv, False) else "xla",
+
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
     }
@@ -245,7 +245,9 @@ def main(argv=None) -> int:
             args.preset, size, args.planes, args.batch, dtype=args.infer_dtype, conv=args.conv
         )
         fns = {"jax_train": j_train, "jax_infer": j_infer}
-        if "winograd" in (result["conv_used_train"], result["conv_used_infer"]) and not args.no_xla_baseline:
+        used = {"train": "winograd" if nets._use_winograd(args.conv, True, size) else "xla",
+                "infer": "winograd" if nets._use_winograd(args.conv, False, size) else "xla"}
+        if "winograd" in used.values() and not args.no_xla_baseline:
             _, x_train, x_infer = setup_jax(
                 args.preset, size, args.planes, args.batch, dtype=args.infer_dtype, conv="xla"
             )
@@ -257,7 +259,7 @@ def main(argv=None) -> int:
             fns.update(torch_train=t_train, torch_infer=t_infer)
         best = _time_interleaved(fns, seconds=args.seconds, rounds=args.rounds)
         pos_s = {name: args.batch / s for name, s in best.items()}
-        entry = {"params": j_params}
+        entry = {"params": j_params, "jax_conv": used}
         entry.update({f"{name}_pos_s": round(v, 1) for name, v in pos_s.items()})
         if torch is not None:
             entry.update(

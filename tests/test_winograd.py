@@ -66,8 +66,10 @@ def test_resnet_conv_impls_share_parameters_and_outputs(name):
     x = jnp.asarray(np.random.default_rng(3).random((4, 7, 7, 17)) < 0.3, jnp.float32)
     np.testing.assert_allclose(wino.apply(variables, x), xla.apply(variables, x), rtol=1e-4, atol=1e-4)
     # auto: Winograd in training steps on the CPU, XLA's conv for inference
-    assert nets._use_winograd("auto", train=True) == (jax.default_backend() == "cpu")
-    assert not nets._use_winograd("auto", train=False)
+    assert nets._use_winograd("auto", train=True, size=19) == (jax.default_backend() == "cpu")
+    assert not nets._use_winograd("auto", train=True, size=9)
+    assert not nets._use_winograd("auto", train=False, size=19)
+    assert nets._use_winograd("winograd", train=False, size=5)
 
 
 def test_unknown_conv_impl_is_rejected():
