@@ -478,8 +478,20 @@ def export_best(workdir: str | Path, out: str | Path) -> Path:
     if not (src / "model.json").exists():
         raise ValueError(f"{workdir} has no evaluated policy yet (best_model/ missing)")
     info, variables = ckpt.load_variables(src)
-    extra = {"winrate.json": json.loads((src / "winrate.json").read_text()),
-             "config.json": json.loads((workdir / "config.json").read_text())}
+    config = json.loads((workdir / "config.json").read_text())
+    recs = ckpt.read_jsonl(workdir / "metrics.jsonl")
+    trains = [r for r in recs if r.get("kind") == "train"]
+    win = json.loads((src / "winrate.json").read_text())
+    win.update({
+        "eval_history": [{"iteration": r["step"], "winrate_vs_sl": r["winrate_vs_sl"]}
+                         for r in recs if r.get("kind") == "eval"],
+        "max_moves": config.get("max_moves") or 2 * int(info["board_size"]) ** 2 + 20,
+        "games_per_iteration": config.get("games_per_iteration"),
+        "training_games_before_best": int(win["iteration"]) * int(config.get("games_per_iteration", 0)),
+        "iterations_run": max([r["step"] for r in trains], default=0),
+        "run_seconds": sum(r.get("seconds", 0.0) for r in trains),
+    })
+    extra = {"winrate.json": win, "config.json": config}
     return ckpt.export_model(out, variables, info, extra=extra)
 
 
