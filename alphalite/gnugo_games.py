@@ -17,6 +17,10 @@ other stones, colours alternating, black first). Those stones are written as
 root setup (``AB``/``AW`` with ``PL``), not as moves, so a policy trained on
 the records imitates only GNU Go's own moves; games with 0 random stones keep
 the empty-board opening in the data. ``--level 1,3,5`` cycles levels by game.
+Measured on the first 900 level-1 games (random_moves=4): 12% were exact
+repeats of an earlier game, nearly all with 0 or 1 random stones (39 of 184
+and 62 of 169); ``alphalite data build`` drops them. A larger
+``--random-moves`` wastes fewer games.
 
 A game ends after two passes in a row, a resignation or ``max_moves`` moves;
 the result is GNU Go's ``final_score`` under ``--chinese-rules`` (area
@@ -140,8 +144,7 @@ def play_game(spec: GameSpec, gnugo: str, *, timeout: float = 120.0) -> tuple[sg
             to_play = -to_play
         if not result:
             result = eng.send("final_score").strip()
-            winner, _, kind = sgf.parse_result(result)
-            if kind not in ("score", "draw"):
+            if sgf.parse_result(result)[2] not in ("score", "draw"):
                 raise GtpError("final_score", f"unexpected score {result!r}")
     black = tuple(sorted(m for c, m in spec.opening if c == board.BLACK))
     white = tuple(sorted(m for c, m in spec.opening if c == board.WHITE))
