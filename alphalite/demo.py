@@ -1,17 +1,28 @@
-"""`make demo`: the pipeline on the embedded default (the SGF sample shipped
-in tests/data), each stage printing what it made.
+"""`make demo`: the whole pipeline on the embedded default (the SGF sample
+shipped in tests/data), each stage printing what it made, in about 15
+minutes on 2 CPU cores.
 
-Stages: build a dataset from the sample; train a small 19x19 policy for about
-two minutes; evaluate it on the held-out games; let a policy (the shipped
-checkpoints/policy19 when present, else the one just trained) play a few
-moves through a real GTP exchange and print the board. Everything goes under
-``runs/demo`` (ignored by git); a rerun resumes where it stopped.
+Stages:
+1. build a dataset from the sample (200 Tygem 9-dan games);
+2. train a small 19x19 policy (b4c32) for about two minutes;
+3. evaluate it on the held-out games;
+4. a few policy-gradient self-play iterations from it (``selfplay.rl``);
+5. a value net on self-play positions (the policy's trunk, a tanh head);
+6. our MCTS with both new nets plays a few moves through a real GTP pipe;
+7. a short 19x19 match of that MCTS engine against GNU Go, and a few 9x9
+   games of the rollout MCTS against GNU Go (issue 5's quick strength check);
+   both skipped with a message where GNU Go is not installed;
+8. a markdown report with the plots: ``runs/demo/report.md``.
+
+Everything goes under ``runs/demo`` (ignored by git); a rerun resumes where it
+stopped (each stage keeps its own run folder), and Ctrl-C stops cleanly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -61,13 +72,48 @@ def stage_eval(workdir: Path, data: Path) -> dict:
     return res
 
 
-def stage_gtp(checkpoint: Path, moves: int = 12) -> str:
+def _rel(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def stage_rl(sl: Path, workdir: Path) -> dict:
+    from selfplay import rl
+
+    _banner(f"4. policy-gradient self-play from the new policy -> {_rel(workdir)}")
+    res = rl.demo_rl(str(sl), workdir, iterations=2, games=8, eval_games=8)
+    if res.get("stopped") == "interrupted":
+        raise KeyboardInterrupt
+    for e in res["evals"]:
+        print(f"after iteration {e.get('step')}: win rate vs the SL start {e.get('winrate_vs_sl')} "
+              f"({e.get('eval_games')} games)")
+    return res
+
+
+def stage_value(sl: Path, rl_model: Path | None, workdir: Path) -> dict:
+    from alphalite import value
+
+    _banner(f"5. value net on self-play positions -> {_rel(workdir)}")
+    res = value.demo_value(str(sl), workdir, minutes=1.0, games=32, data_minutes=1.0,
+                           rl_checkpoint=str(rl_model) if rl_model else None)
+    if res.get("stopped") == "interrupted":
+        raise KeyboardInterrupt
+    return res
+
+
+def mcts_args(policy: Path, value_net: Path | None, visits: int) -> list[str]:
+    args = ["--engine", "mcts", "--checkpoint", str(policy), "--visits", str(visits)]
+    if value_net is not None:
+        args += ["--value-checkpoint", str(value_net), "--lambda", "0.5"]
+    return args
+
+
+def stage_gtp(engine_args: list[str], label: str, moves: int = 12) -> str:
     """Our engine over a real GTP pipe, as a GUI drives it."""
     from alphalite.gtpclient import GtpClient
 
-    _banner(f"4. GTP: the policy ({checkpoint.relative_to(ROOT) if checkpoint.is_relative_to(ROOT) else checkpoint}) "
-            f"plays {moves} moves over a GTP pipe")
-    argv = [sys.executable, "-m", "alphalite.cli", "gtp", "--engine", "policy", "--checkpoint", str(checkpoint)]
+    _banner(f"6. GTP: {label} plays {moves} moves over a GTP pipe")
+    argv = [sys.executable, "-m", "alphalite.cli", "gtp", *engine_args]
     with GtpClient(argv, timeout=120, stderr=subprocess.DEVNULL) as gtp:
         print(f"name: {gtp.send('name')}  protocol_version: {gtp.send('protocol_version')}")
         gtp.send("boardsize 19")
@@ -83,23 +129,99 @@ def stage_gtp(checkpoint: Path, moves: int = 12) -> str:
         return board
 
 
+def stage_match(policy: Path, value_net: Path | None, out: Path) -> dict:
+    """Our MCTS with the demo's nets against GNU Go level 1 on 19x19 (a move
+    cap keeps it short), then issue 5's quick 9x9 rollout-MCTS match."""
+    from alphalite import arena
+    from alphalite.gtpclient import find_gnugo
+
+    _banner("7. matches against GNU Go")
+    if find_gnugo() is None:
+        print("matches skipped: GNU Go is not installed (apt-get install gnugo, or brew install gnu-go)")
+        return {"skipped": "gnugo not installed"}
+    ours = "@alphalite " + " ".join(mcts_args(policy, value_net, 48)) + " --size 19 --seed {seed}"
+    t = arena.Tournament(engines=(arena.EngineSpec("alphalite-mcts-demo", ours),
+                                  arena.EngineSpec("gnugo-l1", "@gnugo --level 1 --seed {seed}")),
+                         games=2, size=19, komi=7.5, max_moves=240, timeout=120.0, anchor="gnugo-l1")
+    print("19x19: 2 games, our MCTS (48 visits, the demo's policy + value net) vs GNU Go level 1, "
+          "240-move cap (then scored as it stands)", flush=True)
+    t0 = time.time()
+    res19 = arena.run_tournament(t, out / "match19", jobs=2, progress=False)
+    print(res19["report"]["text"])
+    print(f"19x19 match: {time.time() - t0:.0f} s")
+    res9 = arena.demo_match(out / "match9", games=4, jobs=2)
+    return {"19x19": res19, "9x9": res9}
+
+
+def write_report(out: Path, parts: dict) -> Path:
+    """runs/demo/report.md: what each stage made, with its plots."""
+    def link(p):
+        p = Path(p)
+        return f"![{p.stem}]({p.resolve().relative_to(out.resolve())})" if p.exists() else ""
+
+    ev, rl_res, val, match = (parts.get(k) or {} for k in ("eval", "rl", "value", "match"))
+    lines = ["# alphalite demo report", "",
+             f"Made by `make demo` in {parts.get('seconds', 0):.0f} s on {os.cpu_count()} CPU cores. "
+             "Tiny budgets throughout: this shows the pipeline working end to end, not strength.", ""]
+    lines += ["## Supervised policy (b4c32, 19x19, the bundled 200-game sample)", ""]
+    if ev:
+        lines += [f"Test positions: {ev.get('positions')}; top-1 {ev.get('top1', 0):.3f}, "
+                  f"top-5 {ev.get('top5', 0):.3f}, mean rank {ev.get('mean_rank', 0):.1f}, "
+                  f"mean probability of the expert move {ev.get('mean_prob', 0):.3f}.", ""]
+    for name in ("accuracy.png", "loss.png", "topk.png"):
+        lines.append(link(out / "sl" / "plots" / name))
+    lines += ["", "## Policy-gradient self-play", ""]
+    for e in rl_res.get("evals", []):
+        lines.append(f"- after iteration {e.get('step')}: win rate vs the SL start {e.get('winrate_vs_sl')} "
+                     f"({e.get('eval_games', '?')} games)")
+    lines += [link(p) for p in rl_res.get("plots", [])]
+    lines += ["", "## Value net", ""]
+    if val:
+        shown = {k: v for k, v in val.items() if isinstance(v, (int, float, str))}
+        lines += ["```", json.dumps(shown, sort_keys=True), "```"]
+    lines += [link(p) for p in sorted((out / "value").rglob("*.png"))]
+    lines += ["", "## Matches against GNU Go", ""]
+    if match.get("skipped"):
+        lines.append(f"Skipped: {match['skipped']}.")
+    for key in ("19x19", "9x9"):
+        res = match.get(key) or {}
+        rep = res.get("report") or {}
+        if rep.get("text"):
+            lines += [f"### {key}", "", "```", rep["text"], "```"]
+        if rep.get("plot"):
+            lines.append(link(rep["plot"]))
+    path = out / "report.md"
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="alphalite-demo", description=__doc__)
+    p = argparse.ArgumentParser(prog="alphalite-demo", description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "runs" / "demo"), help="demo folder")
     p.add_argument("--minutes", type=float, default=2.0, help="supervised training time")
     args = p.parse_args(argv)
     out = Path(args.out)
     t0 = time.time()
+    parts: dict = {}
     try:
         data = stage_data(out / "data")
         stage_sl(data, out / "sl", args.minutes)
-        stage_eval(out / "sl", data)
-        shipped = ROOT / "checkpoints" / "policy19"
-        stage_gtp(shipped if (shipped / "model.json").exists() else out / "sl")
+        parts["eval"] = stage_eval(out / "sl", data)
+        parts["rl"] = stage_rl(out / "sl", out / "rl")
+        rl_model = out / "rl" / "best_model"
+        policy = rl_model if (rl_model / "model.json").exists() else out / "sl"
+        parts["value"] = stage_value(out / "sl", rl_model if policy == rl_model else None, out / "value")
+        value_net = Path(parts["value"]["run"])
+        stage_gtp(mcts_args(policy, value_net, 48), "our MCTS (the demo's policy + value net, 48 visits)")
+        parts["match"] = stage_match(policy, value_net, out / "arena")
     except KeyboardInterrupt:
         print("\ndemo interrupted; rerun `make demo` to resume", file=sys.stderr)
         return 130
-    _banner(f"demo done in {time.time() - t0:.0f} s; everything is under {out}")
+    parts["seconds"] = time.time() - t0
+    report = write_report(out, parts)
+    _banner(f"demo done in {parts['seconds']:.0f} s; report: {_rel(report)}; everything is under {_rel(out)}")
     return 0
 
 
