@@ -26,7 +26,9 @@ so the curve compares like with like). The win rate goes to metrics.jsonl
 and ``plots/winrate.png``; the best policy so far is exported to
 ``best_model/`` with ``winrate.json``.
 
-Run folder: config.json, metrics.jsonl (``kind`` "train" or "eval",
+The SL start is copied to ``pool/sl`` when the run begins; evaluations and
+a resumed run use that copy, so replacing the ``init`` folder later changes
+nothing. Run folder: config.json, metrics.jsonl (``kind`` "train" or "eval",
 ``step`` = iteration), ``ckpt/`` (Orbax: params, optimizer state, meta with
 the iteration and the pool), ``pool/<name>/`` (exported snapshots),
 ``games/`` (the RL games as npz records + SGF, if ``keep_games``),
@@ -291,6 +293,8 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
     restored = ckpt.restore(mgr, state)
     if restored is not None:
         state, meta = restored
+        # The run's own copies rule: --init may have been replaced since.
+        batch_stats = state.batch_stats
         print(f"resumed {workdir} at iteration {meta['iteration']} (pool: {len(meta['pool'])})", flush=True)
     else:
         ckpt.export_model(pool_dir / "sl", sl_vars, info)
