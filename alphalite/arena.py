@@ -113,15 +113,15 @@ def parse_engine(text: str) -> EngineSpec:
     return EngineSpec(name, command.strip())
 
 
-def parse_time(text: str) -> tuple[float, float, int]:
-    """``MAIN/BYO/STONES`` (GTP time_settings) -> numbers."""
+def parse_time(text: str) -> tuple[int, int, int]:
+    """``MAIN/BYO/STONES`` (GTP time_settings: whole seconds) -> numbers."""
     parts = text.split("/")
     try:
-        main, byo, stones = float(parts[0]), float(parts[1]), int(parts[2])
-        if len(parts) != 3 or main < 0 or byo < 0 or stones < 0:
+        main, byo, stones = (int(p) for p in parts)
+        if main < 0 or byo < 0 or stones < 0:
             raise ValueError
-    except (ValueError, IndexError):
-        raise ArenaError(f"time must be MAIN/BYO/STONES in seconds (e.g. 60/5/1), got {text!r}") from None
+    except ValueError:
+        raise ArenaError(f"time must be MAIN/BYO/STONES in whole seconds (e.g. 60/5/1), got {text!r}") from None
     return main, byo, stones
 
 
@@ -324,7 +324,7 @@ def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> di
         send(c, f"komi {job.komi:g}")
         if specs[c].time:
             main, byo, stones = parse_time(specs[c].time)
-            send(c, f"time_settings {main:g} {byo:g} {stones}")
+            send(c, f"time_settings {main} {byo} {stones}")
             clocks[c] = _Clock(main, byo, stones)
     rec["engine_names"] = engine_names
 
@@ -353,7 +353,8 @@ def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> di
         c = to_play
         if c in clocks:
             secs, stones = clocks[c].time_left()
-            send(c, f"time_left {_colour_word(c)} {secs:.1f} {stones}")
+            # GTP wants whole seconds; rounding down keeps the engine on the safe side
+            send(c, f"time_left {_colour_word(c)} {int(secs)} {stones}")
         t = time.perf_counter()
         answer = send(c, f"genmove {_colour_word(c)}").strip()
         dt = time.perf_counter() - t

@@ -196,7 +196,7 @@ def test_time_settings_and_handicap_sent(tmp_path, fake):
     arena.run_tournament(t, tmp_path / "t", progress=False, say=lambda m: None)
     sent = log.read_text().splitlines()
     assert "time_settings 30 2 5" in sent and "fixed_handicap 2" in sent
-    assert any(s.startswith("time_left black 30.0 0") for s in sent)
+    assert any(s.startswith("time_left black 30 0") for s in sent)
     (r,) = results(tmp_path / "t")
     rec = sgf.read_sgf((tmp_path / "t" / r["sgf"]).read_bytes())
     assert rec.handicap == 2 and len(rec.setup_black) == 2 and rec.moves[0][0] == -1
@@ -239,6 +239,9 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
                      str(tmp_path)]) == 2
     assert cli.main(["arena", "--engine", "x=a", "--engine", "y=b", "--sprt", "elo0=5,elo1=1", "--out",
                      str(tmp_path)]) == 2
+    assert cli.main(["arena", "--engine", "x=a", "--engine", "y=b", "--time", "6/0.5/1", "--out",
+                     str(tmp_path)]) == 2
+    assert "whole seconds" in capsys.readouterr().err
 
 
 def test_our_random_engine_in_parallel_workers(tmp_path):
