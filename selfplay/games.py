@@ -170,6 +170,23 @@ def sample_moves(logp: np.ndarray, temperature: float, gen: np.random.Generator)
 # ---------------------------------------------------------------- policy games
 
 
+def policy_moves(boards, rows, pid, own, planes, masks, allow_pass, model, variables, temperature, rng):
+    """One move step for the games ``rows``: each board's planes into
+    ``planes[j]`` ``[P, size, size, C]`` and its candidate moves into
+    ``masks[j]`` ``[P, A]``, the unused rows padded (a fixed batch, so the net
+    compiles once), one network call, moves sampled at ``temperature``.
+    Returns ``[len(rows)]`` int moves."""
+    from alphalite import features
+
+    for j, g in enumerate(rows):
+        features.encode_into(boards[g], pid, planes[j])
+        candidates_into(boards[g], own, masks[j], allow_pass)
+    planes[rows.size:] = 0.0
+    masks[rows.size:] = True
+    logp = policy_logp(model, variables, planes, masks, temperature)[: rows.size]
+    return sample_moves(logp, temperature, rng)
+
+
 def play_policy_games(
     players: Sequence[NetPlayer],
     black: Sequence[int],
@@ -236,13 +253,8 @@ def play_policy_games(
             if rows.size == 0:
                 continue
             pl, mk = planes[i], masks[i]
-            for j, g in enumerate(rows):
-                features.encode_into(boards[g], pids[i], pl[j])
-                candidates_into(boards[g], own, mk[j], allow_pass)
-            pl[rows.size:] = 0.0
-            mk[rows.size:] = True
-            logp = policy_logp(p.model, p.variables, pl, mk, p.temperature)[: rows.size]
-            picks = sample_moves(logp, p.temperature, rng)
+            picks = policy_moves(boards, rows, pids[i], own, pl, mk, allow_pass, p.model, p.variables,
+                                 p.temperature, rng)
             chosen[rows] = picks
             if collect == i:
                 col_planes.append(pl[: rows.size].astype(np.uint8))

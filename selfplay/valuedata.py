@@ -76,7 +76,7 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
     komi), ``ended``. ``stop()`` is polled between move steps; when it
     returns True, the games already finished are returned."""
     from alphalite import features
-    from selfplay.games import candidates_into, default_max_moves, policy_logp, sample_moves
+    from selfplay.games import default_max_moves, policy_moves
 
     size = sl["size"]
     if rl["size"] != size:
@@ -117,14 +117,8 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
         for i, rows in enumerate(groups):
             if rows.size == 0:
                 continue
-            pl, mk = planes[i], masks[i]
-            for j, g in enumerate(rows):
-                features.encode_into(boards[g], pids[i], pl[j])
-                candidates_into(boards[g], own, mk[j], False)
-            pl[rows.size:] = 0.0
-            mk[rows.size:] = True
-            logp = policy_logp(nets[i]["model"], nets[i]["variables"], pl, mk, temperature)[: rows.size]
-            chosen[rows] = sample_moves(logp, temperature, rng)
+            chosen[rows] = policy_moves(boards, rows, pids[i], own, planes[i], masks[i], False,
+                                        nets[i]["model"], nets[i]["variables"], temperature, rng)
         for g in np.flatnonzero(live):
             m = int(chosen[g])
             if board.play_flat(boards[g], m, colour) != board.LEGAL:
