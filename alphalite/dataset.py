@@ -289,7 +289,9 @@ def _pack(games: list[dict]) -> dict[str, np.ndarray]:
     return arr
 
 
-def _write_atomic(path: Path, write) -> None:
+def write_atomic(path: Path, write) -> None:
+    """``write(f)`` into a temporary file beside ``path``, fsync, then rename:
+    readers see the old file or the whole new one, never half of it."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -303,7 +305,7 @@ def _write_atomic(path: Path, write) -> None:
 
 
 def write_json_atomic(path: Path, obj) -> None:
-    _write_atomic(Path(path), lambda f: f.write((json.dumps(obj, indent=1) + "\n").encode()))
+    write_atomic(Path(path), lambda f: f.write((json.dumps(obj, indent=1) + "\n").encode()))
 
 
 class _ShardWriter:
@@ -325,7 +327,7 @@ class _ShardWriter:
             return
         name = f"{split}-{self.count[split]:05d}.npz"
         arr = _pack(games)
-        _write_atomic(self.out / name, lambda f: np.savez(f, **arr))
+        write_atomic(self.out / name, lambda f: np.savez(f, **arr))
         sizes = Counter(int(s) for s in arr["size"])
         self.shards.append({"file": name, "split": split, "games": len(games),
                             "moves": int(arr["num_moves"].sum()),

@@ -172,16 +172,9 @@ def write_game(path: Path, rec: sgf.GameRecord, comment: str = "") -> None:
         game = sgfmill_sgf.Sgf_game.from_bytes(data)
         game.get_root().set("GC", comment)
         data = game.serialise()
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    from alphalite.dataset import write_atomic
+
+    write_atomic(path, lambda f: f.write(data))
 
 
 def _worker_init():

@@ -178,7 +178,7 @@ def write_shard(out: Path, batch_no: int, games: list[dict], size: int, komi: fl
         arr["random_move"] = np.array([g["random_move"] for g in gs], np.int32)
         arr["value_move"] = arr["random_move"] + 1
         name = f"{split}-{batch_no:05d}.npz"
-        dataset._write_atomic(out / name, lambda f, arr=arr: np.savez(f, **arr))
+        dataset.write_atomic(out / name, lambda f, arr=arr: np.savez(f, **arr))
         index["shards"].append({"file": name, "split": split, "games": len(gs),
                                 "moves": int(arr["num_moves"].sum()), "sizes": {str(size): len(gs)}})
     index["batches_done"] = batch_no + 1
