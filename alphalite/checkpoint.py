@@ -164,6 +164,23 @@ def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
     raise CheckpointError(f"run folder {path} has no checkpoint yet")
 
 
+def load_model(path: str | os.PathLike, kind: str, size: int | None = None):
+    """(info, model, variables): the net in an exported folder or run folder,
+    built by ``nets.make_model``; ValueError unless it is a ``kind``
+    ("policy" or "value") net, for a ``size`` board when given."""
+    from alphalite import features, nets
+
+    info, variables = load_variables(path)
+    is_value = str(info.get("model", "")).endswith("_value")
+    if info.get("kind", kind) != kind or is_value != (kind == "value"):
+        raise ValueError(f"{path} is not a {kind} net (model {info.get('model')!r})")
+    n = int(info["board_size"])
+    if size is not None and n != size:
+        raise ValueError(f"{path} is a {n}x{n} {kind} net, expected {size}x{size}")
+    model = nets.make_model(info["model"], n, features.num_planes(info.get("preset", "default")))
+    return info, model, variables
+
+
 def model_info_from_config(cfg: dict) -> dict:
     return {k: cfg[k] for k in ("model", "board_size", "preset", "kind") if k in cfg}
 

@@ -120,12 +120,8 @@ def evaluate(predict, variables, batches, max_positions: int = 0) -> dict:
 def load_value_net(checkpoint: str):
     """(info, variables, predict) of an exported value model or value run."""
     from alphalite import checkpoint as ckpt
-    from alphalite import features, nets
 
-    info, variables = ckpt.load_variables(checkpoint)
-    if not str(info.get("model", "")).endswith("_value"):
-        raise ValueError(f"{checkpoint} is not a value net (model {info.get('model')!r})")
-    model = nets.make_model(info["model"], int(info["board_size"]), features.num_planes(info["preset"]))
+    info, model, variables = ckpt.load_model(checkpoint, "value")
     return info, variables, make_predict(model)
 
 

@@ -47,17 +47,10 @@ FORMAT_NOTE = "alphalite value self-play data (SL to U, random move U, RL after)
 
 def _load_policy(path: str, size: int | None = None):
     from alphalite import checkpoint as ckpt
-    from alphalite import features, nets
 
-    info, variables = ckpt.load_variables(path)
-    if info.get("kind", "policy") != "policy" or str(info.get("model", "")).endswith("_value"):
-        raise ValueError(f"{path} is not a policy net")
-    n = int(info["board_size"])
-    if size is not None and n != size:
-        raise ValueError(f"{path} is a {n}x{n} policy, expected {size}x{size}")
-    model = nets.make_model(info["model"], n, features.num_planes(info.get("preset", "default")))
+    info, model, variables = ckpt.load_model(path, "policy", size)
     return {"path": str(path), "model": model, "variables": variables, "preset": info.get("preset", "default"),
-            "size": n}
+            "size": int(info["board_size"])}
 
 
 def default_rl_checkpoint(size: int) -> str | None:
