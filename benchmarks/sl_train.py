@@ -5,12 +5,16 @@ update, one jitted step with donated state, warm-up excluded) and inference posi
 mode) for a ResNet preset (default b6c64) on 9x9 and 19x19, for alphalite.nets
 and for the same architecture written in PyTorch, measured in the same run,
 with the JAX/PyTorch ratios and both parameter counts. JAX's 3x3 convolutions use ``--conv`` (default ``auto``:
-Winograd F(4x4, 3x3) for training on the CPU on boards of 16 and more, see
+Winograd F(m x m, 3x3) for training on the CPU on boards of 9 and more, see
 alphalite/nets.py and alphalite/winograd.py); XLA's own
-convolution is timed beside it as ``jax_xla_*``. Inputs are random
-planes; targets random moves. The four measurements of a size run round-robin
+convolution is timed beside it as ``jax_xla_*``. ``xla_flags`` reports
+XLA_FLAGS as JAX saw them (importing alphalite turns YNNPACK off on the CPU,
+see alphalite/__init__.py). Inputs are random
+planes; targets random moves. The measurements of a size run round-robin
 and the best round counts, so load from other processes on a shared machine
-hits both frameworks alike (numbers on a busy machine are still noisy).
+hits both frameworks alike (numbers on a busy machine are still noisy). Each
+measurement starts after a ``SETTLE_S`` pause, so that the other framework's
+worker threads (PyTorch's OpenMP threads spin-wait) have gone idle.
 
 PyTorch is an optional benchmark extra (``pip install torch==2.13.0``, the CPU
 build); without it the torch fields are replaced by ``"torch_skipped"``.
@@ -29,6 +33,9 @@ import sys
 import time
 
 
+SETTLE_S = 0.5
+
+
 def _time_interleaved(fns: dict, *, seconds: float, rounds: int = 5, warmup: int = 2) -> dict:
     """Time several blocking callables round-robin so that load from other
     processes hits all of them alike. Each gets ``warmup`` untimed calls, then
@@ -41,6 +48,7 @@ def _time_interleaved(fns: dict, *, seconds: float, rounds: int = 5, warmup: int
     best = {name: float("inf") for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
+            time.sleep(SETTLE_S)
             n, t0 = 0, time.perf_counter()
             while True:
                 fn()
@@ -209,6 +217,7 @@ def main(argv=None) -> int:
     if args.xla_flags is not None:
         os.environ["XLA_FLAGS"] = args.xla_flags
 
+    import alphalite  # noqa: F401 - sets XLA_FLAGS before JAX starts
     import jax
 
     from alphalite import nets
@@ -222,7 +231,7 @@ def main(argv=None) -> int:
         "jax_backend": jax.default_backend(),
         "infer_dtype": args.infer_dtype,
         "conv": args.conv,
-
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
     }

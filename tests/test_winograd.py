@@ -1,4 +1,4 @@
-"""Winograd F(4x4, 3x3) convolution against XLA's, values and gradients."""
+"""Winograd F(m x m, 3x3) convolution against XLA's, values and gradients."""
 
 import jax
 import jax.numpy as jnp
@@ -15,24 +15,40 @@ def _inputs(b, h, w, c, k, seed=0):
     return x, kern
 
 
-@pytest.mark.parametrize("h,w", [(1, 1), (2, 3), (7, 9), (19, 19)])
-def test_values_match_xla(h, w):
+def test_matrices_satisfy_the_winograd_identity():
+    """A^T [(G g) * (B^T d)] is the correlation of d with g, for every m;
+    m = 4 gives Lavin & Gray's B^T exactly."""
+    rng = np.random.default_rng(5)
+    for m in winograd.POINTS:
+        at, g, bt = winograd.matrices(m)
+        d, f = rng.standard_normal(m + 2), rng.standard_normal(3)
+        want = np.array([d[i:i + 3] @ f for i in range(m)])
+        np.testing.assert_allclose(at @ ((g @ f) * (bt @ d)), want, rtol=1e-5, atol=1e-5)
+    lavin = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+             [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
+    np.testing.assert_array_equal(winograd.matrices(4)[2], lavin)
+    assert [winograd.tile_size(s, s) for s in (1, 5, 9, 13, 19)] == [2, 3, 3, 4, 4]
+
+
+@pytest.mark.parametrize("h,w,m", [(1, 1, 2), (2, 3, 3), (7, 9, 4), (9, 9, 3), (9, 9, 5), (13, 13, 4),
+                                   (19, 19, 4), (19, 19, 2)])
+def test_values_match_xla(h, w, m):
     x, kern = _inputs(2, h, w, 5, 6)
-    got = winograd.conv3x3(x, kern)
+    got = winograd.conv3x3(x, kern, m)
     want = winograd.reference_conv3x3(x, kern)
     assert got.shape == want.shape == (2, h, w, 6)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(jnp.abs(want).max()))
 
 
-@pytest.mark.parametrize("size", [5, 19])
-def test_gradients_match_xla(size):
+@pytest.mark.parametrize("size,m", [(5, 3), (9, 3), (19, 4), (7, 2)])
+def test_gradients_match_xla(size, m):
     x, kern = _inputs(3, size, size, 4, 7, seed=size)
     target = jnp.asarray(np.random.default_rng(1).standard_normal((3, size, size, 7)), jnp.float32)
 
     def loss(conv):
         return lambda x, k: jnp.sum(jnp.tanh(conv(x, k)) * target)
 
-    gx, gk = jax.grad(loss(winograd.conv3x3), argnums=(0, 1))(x, kern)
+    gx, gk = jax.grad(loss(lambda x, k: winograd.conv3x3(x, k, m)), argnums=(0, 1))(x, kern)
     rx, rk = jax.grad(loss(winograd.reference_conv3x3), argnums=(0, 1))(x, kern)
     np.testing.assert_allclose(gx, rx, rtol=1e-4, atol=1e-4 * float(jnp.abs(rx).max()))
     np.testing.assert_allclose(gk, rk, rtol=1e-4, atol=1e-4 * float(jnp.abs(rk).max()))
@@ -42,16 +58,17 @@ def test_transposes_are_adjoints():
     """<T x, y> == <x, T^T y> for the output and filter transforms."""
     rng = np.random.default_rng(2)
     n, h, w, k = 2, 9, 7, 3
-    tiles = 36 * n * ((h + 3) // 4) * ((w + 3) // 4) // 36
-    m = jnp.asarray(rng.standard_normal((36, tiles, k)), jnp.float32)
-    dy = jnp.asarray(rng.standard_normal((n, h, w, k)), jnp.float32)
-    lhs = jnp.vdot(winograd.output_transform(m, n, h, w), dy)
-    rhs = jnp.vdot(m, winograd.output_transform_t(dy))
-    assert float(lhs) == pytest.approx(float(rhs), rel=1e-4)
-    g = jnp.asarray(rng.standard_normal((3, 3, 4, k)), jnp.float32)
-    du = jnp.asarray(rng.standard_normal((36, 4, k)), jnp.float32)
-    assert float(jnp.vdot(winograd.filter_transform(g), du)) == pytest.approx(
-        float(jnp.vdot(g, winograd.filter_transform_t(du))), rel=1e-4)
+    for t in (3, 4):
+        tiles = n * -(-h // t) * -(-w // t)
+        m = jnp.asarray(rng.standard_normal(((t + 2) ** 2, tiles, k)), jnp.float32)
+        dy = jnp.asarray(rng.standard_normal((n, h, w, k)), jnp.float32)
+        lhs = jnp.vdot(winograd.output_transform(m, n, h, w, t), dy)
+        rhs = jnp.vdot(m, winograd.output_transform_t(dy, t))
+        assert float(lhs) == pytest.approx(float(rhs), rel=1e-4)
+        g = jnp.asarray(rng.standard_normal((3, 3, 4, k)), jnp.float32)
+        du = jnp.asarray(rng.standard_normal(((t + 2) ** 2, 4, k)), jnp.float32)
+        assert float(jnp.vdot(winograd.filter_transform(g, t), du)) == pytest.approx(
+            float(jnp.vdot(g, winograd.filter_transform_t(du, t))), rel=1e-4)
 
 
 @pytest.mark.parametrize("name", ["b2c16", "b2c16_value"])
@@ -67,7 +84,8 @@ def test_resnet_conv_impls_share_parameters_and_outputs(name):
     np.testing.assert_allclose(wino.apply(variables, x), xla.apply(variables, x), rtol=1e-4, atol=1e-4)
     # auto: Winograd in training steps on the CPU, XLA's conv for inference
     assert nets._use_winograd("auto", train=True, size=19) == (jax.default_backend() == "cpu")
-    assert not nets._use_winograd("auto", train=True, size=9)
+    assert nets._use_winograd("auto", train=True, size=9) == (jax.default_backend() == "cpu")
+    assert not nets._use_winograd("auto", train=True, size=7)
     assert not nets._use_winograd("auto", train=False, size=19)
     assert nets._use_winograd("winograd", train=False, size=5)
 
