@@ -6,7 +6,8 @@ backward on a [64, 19, 19, 64] batch on this CPU; this one 2.1 ms (0.43 vs
 1.10 ms on 9x9). The gain comes from two things: the per-channel sums are
 GEMVs (``ones @ x``), which XLA's CPU backend runs far faster than a
 reduction over the major axes, and the backward pass makes two passes over
-the activations instead of autodiff's many.
+the activations instead of autodiff's many. Within a whole ResNet the gain
+is larger still (see the residual note in ``_forward``).
 
 ``BatchNorm`` keeps ``nn.BatchNorm``'s variables (params ``scale``/``bias``,
 batch_stats ``mean``/``var``), its class name (so auto-names like
@@ -40,6 +41,14 @@ def _forward(x2, scale, bias, res2, relu, eps):
         y = y + res2
     if relu:
         y = jnp.maximum(y, 0.0)
+    if res2 is not None:
+        # A residual block's output feeds the next block twice and the
+        # backward pass once, all through elementwise ops, and XLA fused the
+        # whole chain of earlier blocks into each of those loops instead of
+        # storing it. A conditional is the one op it cannot fuse through;
+        # this one always takes the identity branch (NaN included). b6c64
+        # training: +5% on 9x9 and on 19x19.
+        y = jax.lax.cond(jnp.logical_not(inv[0] < 0), lambda v: v, lambda v: -v, y)
     return y.astype(x2.dtype), mean, var, inv
 
 
