@@ -286,8 +286,12 @@ def test_stopped_run_resumes(tmp_path, fake, sig, code):
     argv = [sys.executable, "-m", "alphalite.cli", "arena", "--engine", f"a={slow.command}",
             "--engine", f"b={fake('b', 'pass').command}", "--games", "6", "--size", "5",
             "--referee", "none", "--quiet", "--out", str(tmp_path)]
+    # Ctrl-C as from a terminal: a test run started in the background by a
+    # non-interactive shell (nohup cmd &) inherits SIGINT ignored, and so
+    # would the arena.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     path = tmp_path / "results.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline and len(arena.read_results(path)) < 2:
