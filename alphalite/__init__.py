@@ -16,7 +16,7 @@ YNN_OFF_JAXLIB = ("0.10.",)
 
 def _ynn_off() -> bool:
     flags = _os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_experimental_ynn_fusion_type" in flags:
+    if YNN_FLAG.strip("-=") in flags:
         return False
     try:
         jaxlib = _metadata.version("jaxlib")

@@ -31,16 +31,20 @@ def _col_sums(x2):  # [N, C] -> [C], float32
     return jnp.ones((x2.shape[0],), jnp.float32) @ x2.astype(jnp.float32)
 
 
+def _affine(x, mean, mul, bias, res, relu: bool):
+    """``relu((x - mean) * mul + bias + res)``, the residual and ReLU optional."""
+    y = (x - mean) * mul + bias
+    if res is not None:
+        y = y + res
+    return jnp.maximum(y, 0.0) if relu else y
+
+
 def _forward(x2, scale, bias, res2, relu, eps):
     n = x2.shape[0]
     mean = _col_sums(x2) / n
     var = jnp.maximum(_col_sums(jnp.square(x2.astype(jnp.float32))) / n - mean * mean, 0.0)
     inv = jax.lax.rsqrt(var + eps)
-    y = (x2 - mean) * (scale * inv) + bias
-    if res2 is not None:
-        y = y + res2
-    if relu:
-        y = jnp.maximum(y, 0.0)
+    y = _affine(x2, mean, scale * inv, bias, res2, relu)
     if res2 is not None:
         # A residual block's output feeds the next block twice and the
         # backward pass once, all through elementwise ops, and XLA fused the
@@ -105,10 +109,8 @@ class BatchNorm(nn.Module):
         ra_var = self.variable("batch_stats", "var", lambda: jnp.ones((c,), jnp.float32))
         x = x.astype(self.dtype)
         if self.use_running_average:
-            y = (x - ra_mean.value) * (scale * jax.lax.rsqrt(ra_var.value + self.epsilon)) + bias
-            if residual is not None:
-                y = y + residual
-            return (jnp.maximum(y, 0.0) if relu else y).astype(self.dtype)
+            mul = scale * jax.lax.rsqrt(ra_var.value + self.epsilon)
+            return _affine(x, ra_mean.value, mul, bias, residual, relu).astype(self.dtype)
         res2 = None if residual is None else residual.astype(self.dtype).reshape(-1, c)
         y, mean, var = batch_norm_train(
             x.reshape(-1, c), scale, bias, res2, relu, self.epsilon
