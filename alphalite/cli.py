@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", default="test", help="split to test on when SRC is a dataset folder")
     ev.add_argument("--influence-games", type=int, default=0, help="training games for the baseline (0 = all)")
     ev.add_argument("--seed", type=int, default=0, help="seed of the baseline's training")
+    ev.add_argument("--gnugo-games", type=int, default=0,
+                    help="also score this many test games with GNU Go's estimate_score, a reference "
+                    "that reads life and death (about 1 s a position on 19x19; 0 = off)")
     ev.set_defaults(func=_eval_value)
 
     vd = sub.add_parser("value-data", help="value-net self-play data: SL policy to move U, one random "

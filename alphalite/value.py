@@ -126,7 +126,8 @@ def load_value_net(checkpoint: str):
 
 
 def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split: str = "test",
-                          influence_games: int = 0, seed: int = 0, progress: bool = False) -> dict:
+                          influence_games: int = 0, seed: int = 0, progress: bool = False,
+                          gnugo_games: int = 0) -> dict:
     """The `alphalite eval-value` result (one JSON-able dict).
 
     SRC is a dataset folder (value net and influence model tested on its
@@ -161,13 +162,73 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
         t_net = time.time() - t_net
         base = influence.train_and_evaluate(data, tests, board_size=size, max_games=influence_games,
                                             seed=seed, progress=progress)
+        ref = (gnugo_reference(data, test_split, size, tests, games=gnugo_games, progress=progress)
+               if gnugo_games else None)
     games = len(np.unique(np.concatenate([b["game"] for b in tests])))
     out = {"checkpoint": str(checkpoint), "model": info["model"], "board_size": size,
            "test_games": games, "positions": net.n, "snapshot_moves": list(SNAPSHOT_MOVES),
            "value_net": _summary(net.result()), "influence": {**_summary(base["stats"]), **base["train"]},
            "paper_influence_accuracy": {str(k): v for k, v in PAPER_ACCURACY.items()},
            "value_net_positions_per_s": net.n / max(t_net, 1e-9), "seconds": time.time() - t0}
+    if ref is not None:
+        out["gnugo_estimate"] = ref
     return out
+
+
+def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: str | None = None,
+                    level: int = 10, progress: bool = False) -> dict:
+    """GNU Go's ``estimate_score`` as a winner predictor on the same snapshot
+    positions as the value net, for the first ``games`` test games: a strong
+    reference that reads life and death, which the net and the influence
+    model must learn. Each game is replayed into GNU Go over GTP; games with
+    setup stones (GTP cannot place them) or a move GNU Go refuses are
+    skipped and counted."""
+    from alphalite import coords, dataset
+    from alphalite.gtpclient import GtpClient, GtpError, find_gnugo
+
+    exe = gnugo or find_gnugo()
+    if exe is None:
+        raise RuntimeError("--gnugo-games needs GNU Go (apt-get install gnugo)")
+    want: dict[int, dict[int, float]] = {}
+    for b in tests:  # game -> {move number: black's outcome}
+        for g, m, o, tp in zip(b["game"], b["move_number"], b["outcomes"], b["to_play"]):
+            want.setdefault(int(g), {})[int(m)] = float(o) * float(tp)
+    ids = sorted(want)[:games]
+    allg = dataset.load_games(data, split, size)
+    stats, skipped, t0 = WinnerStats(), {"setup": 0, "refused": 0}, time.time()
+    colour = {1: "B", -1: "W"}
+    with GtpClient([exe, "--mode", "gtp", "--level", str(level)], timeout=300) as gg:
+        gg.send(f"boardsize {size}")
+        for n, g in enumerate(ids):
+            off, soff = allg["move_offsets"], allg["setup_offsets"]
+            if soff[g + 1] > soff[g]:
+                skipped["setup"] += 1
+                continue
+            gg.send("clear_board")
+            gg.send(f"komi {float(allg['komi'][g])}")
+            moves, cols = allg["moves"][off[g]:off[g + 1]], allg["colors"][off[g]:off[g + 1]]
+            found = {}
+            try:
+                for k in range(len(moves) + 1):
+                    if k in want[g]:
+                        est = gg.send("estimate_score").strip()
+                        found[k] = 1.0 if est.startswith("B+") else (-1.0 if est.startswith("W+") else 0.0)
+                        if len(found) == len(want[g]):
+                            break
+                    gg.send(f"play {colour[int(cols[k])]} {coords.to_gtp(int(moves[k]), size)}")
+            except GtpError:
+                skipped["refused"] += 1
+                continue
+            ks = sorted(found)
+            stats.update([found[k] for k in ks], [want[g][k] for k in ks], ks)
+            if progress:
+                print(f"gnugo reference: {n + 1}/{len(ids)} games", flush=True)
+    res = _summary(stats.result())
+    del res["mse"]
+    for m in SNAPSHOT_MOVES:
+        del res[f"mse_{m}"]
+    return {**res, "games": len(ids) - sum(skipped.values()), "skipped": skipped, "level": level,
+            "seconds": time.time() - t0}
 
 
 def _summary(res: dict) -> dict:
@@ -180,7 +241,8 @@ def _summary(res: dict) -> dict:
 
 def cli_eval_value(args) -> int:
     res = eval_value_checkpoint(args.checkpoint, args.src, max_games=args.max_games, split=args.split,
-                                influence_games=args.influence_games, seed=args.seed)
+                                influence_games=args.influence_games, seed=args.seed,
+                                gnugo_games=args.gnugo_games)
     print(json.dumps(res, sort_keys=True), flush=True)
     return 0
 

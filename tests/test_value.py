@@ -1,5 +1,6 @@
 """Value nets: output range, learning a synthetic outcome, the self-play data
-protocol (SL to U, one random move, RL after), eval-value's JSON, resume."""
+protocol (SL to U, one random move, RL after), eval-value's JSON, resume,
+GNU Go's estimate as a reference predictor."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import optax
 import pytest
 
 from alphalite import board, checkpoint, dataset, features, nets, train, value
+from alphalite.gtpclient import find_gnugo
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "data" / "tygem-sample.tar.gz"
@@ -203,3 +205,35 @@ def test_eval_value_prints_the_four_move_buckets(sample_data, tmp_path, capsys):
 def test_eval_value_rejects_a_policy_checkpoint():
     with pytest.raises(ValueError, match="not a value net"):
         value.load_value_net(str(ROOT / "checkpoints" / "policy19"))
+
+
+def _wall_game(winner_first: bool, result: str, extra: str = "") -> str:
+    """9x9, 36 moves (then ``extra``): the first player walls off columns
+    A-E (D and E), the second G-J (G and H); the first player is 9 points
+    ahead."""
+    a, b = ("B", "W") if winner_first else ("W", "B")
+    rows = "abcdefghi"
+    moves = []
+    for ca, cb in (("e", "g"), ("d", "h")):
+        for r in rows:
+            moves += [f"{a}[{ca}{r}]", f"{b}[{cb}{r}]"]
+    return f"(;GM[1]FF[4]SZ[9]KM[0.5]RE[{result}];" + ";".join(moves) + extra + ")"
+
+
+@pytest.mark.skipif(find_gnugo() is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")
+def test_gnugo_reference_scores_the_snapshot_positions(tmp_path):
+    src = tmp_path / "sgf"
+    src.mkdir()
+    # black ahead and wins; white ahead and wins; black ahead but the record
+    # says white won (one more move, or the dataset drops it as a duplicate)
+    for name, first, res, extra in (("b", True, "B+8.5", ""), ("w", False, "W+8.5", ""),
+                                    ("upset", True, "W+R", ";B[ai]")):
+        (src / f"{name}.sgf").write_text(_wall_game(first, res, extra))
+    data = tmp_path / "data"
+    dataset.build([src], data, jobs=1, sizes=(9,), val_frac=0.0, test_frac=0.0, progress=False)
+    tests = list(dataset.iterate_eval(data, split="train", board_size=9, decided_only=True,
+                                      move_numbers=value.SNAPSHOT_MOVES))
+    ref = value.gnugo_reference(data, "train", 9, tests, games=5)
+    assert ref["games"] == 3 and ref["skipped"] == {"setup": 0, "refused": 0}
+    assert ref["n_30"] == 3 and ref["n_80"] == 0
+    assert ref["acc_30"] == pytest.approx(2 / 3)
