@@ -182,9 +182,9 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
     reference that reads life and death, which the net and the influence
     model must learn. Each game is replayed into GNU Go over GTP; games with
     setup stones (GTP cannot place them) or a move GNU Go refuses are
-    skipped and counted."""
+    skipped and counted, as are games where GNU Go crashes (it is restarted)."""
     from alphalite import coords, dataset
-    from alphalite.gtpclient import GtpClient, GtpError, find_gnugo
+    from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, find_gnugo
 
     exe = gnugo or find_gnugo()
     if exe is None:
@@ -195,20 +195,25 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
             want.setdefault(int(g), {})[int(m)] = float(o) * float(tp)
     ids = sorted(want)[:games]
     allg = dataset.load_games(data, split, size)
-    stats, skipped, t0 = WinnerStats(), {"setup": 0, "refused": 0}, time.time()
+    stats, skipped, t0 = WinnerStats(), {"setup": 0, "refused": 0, "crashed": 0}, time.time()
     colour = {1: "B", -1: "W"}
-    with GtpClient([exe, "--mode", "gtp", "--level", str(level)], timeout=300) as gg:
-        gg.send(f"boardsize {size}")
+    def start():
+        eng = GtpClient([exe, "--mode", "gtp", "--level", str(level)], timeout=300)
+        eng.send(f"boardsize {size}")
+        return eng
+
+    gg = start()
+    try:
         for n, g in enumerate(ids):
             off, soff = allg["move_offsets"], allg["setup_offsets"]
             if soff[g + 1] > soff[g]:
                 skipped["setup"] += 1
                 continue
-            gg.send("clear_board")
-            gg.send(f"komi {float(allg['komi'][g])}")
             moves, cols = allg["moves"][off[g]:off[g + 1]], allg["colors"][off[g]:off[g + 1]]
             found = {}
             try:
+                gg.send("clear_board")
+                gg.send(f"komi {float(allg['komi'][g])}")
                 for k in range(len(moves) + 1):
                     if k in want[g]:
                         est = gg.send("estimate_score").strip()
@@ -219,10 +224,17 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
             except GtpError:
                 skipped["refused"] += 1
                 continue
+            except GtpEngineDied:  # GNU Go hits an internal assertion on a few positions
+                skipped["crashed"] += 1
+                gg.close()
+                gg = start()
+                continue
             ks = sorted(found)
             stats.update([found[k] for k in ks], [want[g][k] for k in ks], ks)
             if progress:
                 print(f"gnugo reference: {n + 1}/{len(ids)} games", flush=True)
+    finally:
+        gg.close()
     res = _summary(stats.result())
     del res["mse"]
     for m in SNAPSHOT_MOVES:

@@ -234,6 +234,6 @@ def test_gnugo_reference_scores_the_snapshot_positions(tmp_path):
     tests = list(dataset.iterate_eval(data, split="train", board_size=9, decided_only=True,
                                       move_numbers=value.SNAPSHOT_MOVES))
     ref = value.gnugo_reference(data, "train", 9, tests, games=5)
-    assert ref["games"] == 3 and ref["skipped"] == {"setup": 0, "refused": 0}
+    assert ref["games"] == 3 and ref["skipped"] == {"setup": 0, "refused": 0, "crashed": 0}
     assert ref["n_30"] == 3 and ref["n_80"] == 0
     assert ref["acc_30"] == pytest.approx(2 / 3)
