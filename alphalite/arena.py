@@ -60,7 +60,7 @@ import zlib
 from collections import Counter, deque
 from pathlib import Path
 
-from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, find_gnugo
+from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
 
 RESULTS = "results.jsonl"
 SETTINGS = "arena.json"
@@ -224,10 +224,6 @@ def result_string(score: float) -> str:
     return f"{'B' if score > 0 else 'W'}+{abs(score):g}"
 
 
-def _colour_word(c: int) -> str:
-    return "black" if c == BLACK else "white"
-
-
 def _dead_stones(job: GameJob, moves, size: int, log_path: Path) -> tuple[list[int] | None, str]:
     """Referee's dead stones (flat points) after the moves, or (None, why)."""
     from alphalite import coords
@@ -243,7 +239,7 @@ def _dead_stones(job: GameJob, moves, size: int, log_path: Path) -> tuple[list[i
             if job.handicap >= 2:
                 ref.send(f"fixed_handicap {job.handicap}")
             for c, m in moves:
-                ref.send(f"play {_colour_word(c)} {coords.to_gtp(m, size)}")
+                ref.send(f"play {colour_word(c)} {coords.to_gtp(m, size)}")
             words = ref.send("final_status_list dead").split()
             return [coords.from_gtp(w, size) for w in words], ""
     except (GtpError, GtpEngineDied, GtpTimeout, OSError, ValueError) as e:
@@ -354,9 +350,9 @@ def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> di
         if c in clocks:
             secs, stones = clocks[c].time_left()
             # GTP wants whole seconds; rounding down keeps the engine on the safe side
-            send(c, f"time_left {_colour_word(c)} {int(secs)} {stones}")
+            send(c, f"time_left {colour_word(c)} {int(secs)} {stones}")
         t = time.perf_counter()
-        answer = send(c, f"genmove {_colour_word(c)}").strip()
+        answer = send(c, f"genmove {colour_word(c)}").strip()
         dt = time.perf_counter() - t
         think[c] += dt
         if c in clocks:
@@ -376,7 +372,7 @@ def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> di
             rec["illegal"] = f"{names[c]}: {coords.to_gtp(move, size)} ({e.reason})"
             break
         moves.append((c, move))
-        send(-c, f"play {_colour_word(c)} {coords.to_gtp(move, size)}")
+        send(-c, f"play {colour_word(c)} {coords.to_gtp(move, size)}")
         passes = passes + 1 if move == size * size else 0
         if passes >= 2:
             end = "two passes"

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from alphalite import board, coords, sgf
-from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, find_gnugo
+from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
 
 FORMAT = "alphalite-gnugo-games-v1"
 OPTIONS_FILE = "gnugo.json"
@@ -110,10 +110,6 @@ def game_spec(index: int, *, size: int = 9, levels=(1,), komi: float = 7.0, seed
                     max_moves=max_moves or 3 * size * size)
 
 
-def _colour_name(colour: int) -> str:
-    return "black" if colour == board.BLACK else "white"
-
-
 def play_game(spec: GameSpec, gnugo: str, *, timeout: float = 120.0) -> tuple[sgf.GameRecord, str]:
     """Let GNU Go play ``spec`` against itself; (record, GNU Go version).
 
@@ -126,13 +122,13 @@ def play_game(spec: GameSpec, gnugo: str, *, timeout: float = 120.0) -> tuple[sg
         eng.send("clear_board")
         eng.send(f"komi {spec.komi}")
         for colour, m in spec.opening:
-            eng.send(f"play {_colour_name(colour)} {coords.to_gtp(m, size)}")
+            eng.send(f"play {colour_word(colour)} {coords.to_gtp(m, size)}")
         to_play = board.WHITE if len(spec.opening) % 2 else board.BLACK
         moves: list[tuple[int, int]] = []
         passes = 0
         result = ""
         while len(moves) < spec.max_moves:
-            vertex = eng.send(f"genmove {_colour_name(to_play)}")
+            vertex = eng.send(f"genmove {colour_word(to_play)}")
             if vertex.strip().lower() == "resign":
                 result = ("W" if to_play == board.BLACK else "B") + "+R"
                 break

@@ -38,6 +38,11 @@ class GtpTimeout(RuntimeError):
     """No complete answer within the timeout."""
 
 
+def colour_word(colour: int) -> str:
+    """GTP's colour argument for a stone colour (+1 black, -1 white)."""
+    return "black" if colour > 0 else "white"
+
+
 def find_gnugo() -> str | None:
     """Path of a GNU Go executable: on PATH, else a usual install place, else None."""
     found = shutil.which("gnugo")

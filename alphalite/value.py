@@ -184,7 +184,7 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
     setup stones (GTP cannot place them) or a move GNU Go refuses are
     skipped and counted, as are games where GNU Go crashes (it is restarted)."""
     from alphalite import coords, dataset
-    from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, find_gnugo
+    from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, colour_word, find_gnugo
 
     exe = gnugo or find_gnugo()
     if exe is None:
@@ -196,7 +196,8 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
     ids = sorted(want)[:games]
     allg = dataset.load_games(data, split, size)
     stats, skipped, t0 = WinnerStats(), {"setup": 0, "refused": 0, "crashed": 0}, time.time()
-    colour = {1: "B", -1: "W"}
+    off, soff = allg["move_offsets"], allg["setup_offsets"]
+
     def start():
         eng = GtpClient([exe, "--mode", "gtp", "--level", str(level)], timeout=300)
         eng.send(f"boardsize {size}")
@@ -205,7 +206,6 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
     gg = start()
     try:
         for n, g in enumerate(ids):
-            off, soff = allg["move_offsets"], allg["setup_offsets"]
             if soff[g + 1] > soff[g]:
                 skipped["setup"] += 1
                 continue
@@ -220,7 +220,7 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
                         found[k] = 1.0 if est.startswith("B+") else (-1.0 if est.startswith("W+") else 0.0)
                         if len(found) == len(want[g]):
                             break
-                    gg.send(f"play {colour[int(cols[k])]} {coords.to_gtp(int(moves[k]), size)}")
+                    gg.send(f"play {colour_word(int(cols[k]))} {coords.to_gtp(int(moves[k]), size)}")
             except GtpError:
                 skipped["refused"] += 1
                 continue
@@ -235,10 +235,7 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
                 print(f"gnugo reference: {n + 1}/{len(ids)} games", flush=True)
     finally:
         gg.close()
-    res = _summary(stats.result())
-    del res["mse"]
-    for m in SNAPSHOT_MOVES:
-        del res[f"mse_{m}"]
+    res = {k: v for k, v in _summary(stats.result()).items() if not k.startswith("mse")}  # signs only
     return {**res, "games": len(ids) - sum(skipped.values()), "skipped": skipped, "level": level,
             "seconds": time.time() - t0}
 
