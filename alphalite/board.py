@@ -779,6 +779,63 @@ def is_eye(color, p, stone, W):
 
 
 @njit(cache=True)
+def is_self_atari(B, p, stone, lone_ok):
+    """True if ``stone`` at empty padded ``p`` leaves its group with one
+    liberty (or none), counting the points of the stones it captures, so a
+    ko capture counts. ``lone_ok``: a lone stone (a throw-in or ko capture)
+    is not counted."""
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    nxt = B[B_NXT]
+    libs = B[B_LIBS]
+    W = B[B_META][M_SIZE] + 2
+    cap0 = cap1 = cap2 = cap3 = -1  # heads of the groups p captures
+    friend = False
+    for i in range(4):
+        n = _nb(p, W, i)
+        c = color[n]
+        if c == stone:
+            friend = True
+            if libs[head[n]] >= 3:  # two liberties besides p
+                return False
+        elif c == -stone and libs[head[n]] == 1:
+            if i == 0:
+                cap0 = head[n]
+            elif i == 1:
+                cap1 = head[n]
+            elif i == 2:
+                cap2 = head[n]
+            else:
+                cap3 = head[n]
+    lib = -1  # the one liberty found so far
+    q = p  # walk p, then the stones of each friendly neighbour group
+    for i in range(5):
+        if i > 0:
+            n = _nb(p, W, i - 1)
+            if color[n] != stone:
+                continue
+            q = head[n]
+        g = q
+        while True:
+            for j in range(4):
+                m = _nb(q, W, j)
+                c = color[m]
+                if m == p or not (c == EMPTY or (c == -stone and (head[m] == cap0 or head[m] == cap1
+                                                                   or head[m] == cap2 or head[m] == cap3))):
+                    continue
+                if lib == -1:
+                    lib = m
+                elif m != lib:
+                    return False
+            if i == 0:
+                break
+            q = nxt[q]
+            if q == g:
+                break
+    return not (lone_ok and not friend)
+
+
+@njit(cache=True)
 def playout(B, rng, max_moves):
     """Random play to the end: uniform over legal moves that do not fill the
     mover's own eyes; pass only when there is none. Returns moves played

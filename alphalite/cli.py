@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     vd.add_argument("--komi", type=float, default=7.5)
     vd.add_argument("--u-max", type=int, default=None, help="U is uniform on 0..u_max (default 3/4 of the points)")
     vd.add_argument("--temperature", type=float, default=1.0, help="policy sampling temperature")
+    vd.add_argument("--allow-self-atari", action="store_true",
+                    help="let the policies put their own groups in atari and take kos (off by default: weak "
+                         "policies then fill their own liberties and fight kos to the move cap)")
     vd.add_argument("--seed", type=int, default=0)
     vd.add_argument("--max-minutes", type=float, default=0.0, help="stop after this many minutes (0 = no limit)")
     vd.add_argument("--quiet", action="store_true", help="no progress bar")

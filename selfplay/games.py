@@ -11,7 +11,10 @@ Moves a player may choose (``candidates_into``, the rule of the GTP
 players): legal, not a true one-point eye of its own (``board.is_eye``) and,
 once the opponent has a stone on the board, not inside its own Tromp-Taylor
 territory. Pass is allowed only when nothing else is (``allow_pass=True``
-lets the net pass whenever it likes). A game ends after two passes or at
+lets the net pass whenever it likes). ``no_self_atari=True`` also removes
+moves that put a group of two or more stones in atari without capturing
+(``board.is_self_atari``): the value-data games use it, so that weak policies
+stop filling their own liberties and games end near a human game's length. A game ends after two passes or at
 ``max_moves`` and is scored by Tromp-Taylor area with komi (``board.area``).
 
 ``play_mcts_games`` plays games move by move with ``search.run_mcts``
@@ -89,7 +92,7 @@ def default_max_moves(size: int) -> int:
 
 
 @njit(cache=True)
-def candidates_into(B, own, out, allow_pass):
+def candidates_into(B, own, out, allow_pass, no_self_atari=False):
     """Fill bool ``out[size*size+1]`` with the moves the player to move may
     choose (module docstring); ``own`` is int8 [size*size] scratch."""
     board.legal_mask(B, out)
@@ -118,19 +121,20 @@ def candidates_into(B, own, out, allow_pass):
             if not out[m]:
                 continue
             p = (r + 1) * W + c + 1
-            if board.is_eye(color, p, stone, W) or (has_opp and color[p] == EMPTY and own[m] == stone):
+            if board.is_eye(color, p, stone, W) or (has_opp and color[p] == EMPTY and own[m] == stone) \
+                    or (no_self_atari and board.is_self_atari(B, p, stone, False)):
                 out[m] = False
             else:
                 some = True
     out[n2] = allow_pass or not some
 
 
-def candidates(state: board.GoState, allow_pass: bool = False) -> np.ndarray:
+def candidates(state: board.GoState, allow_pass: bool = False, no_self_atari: bool = False) -> np.ndarray:
     """bool [A] of ``candidates_into`` for a GoState."""
     out = np.zeros(state.size * state.size + 1, np.bool_)
     own = np.zeros(state.size * state.size, np.int8)
     b = state.copy_tuple()  # owners_into touches the scratch marks
-    candidates_into(b, own, out, allow_pass)
+    candidates_into(b, own, out, allow_pass, no_self_atari)
     return out
 
 
@@ -170,7 +174,8 @@ def sample_moves(logp: np.ndarray, temperature: float, gen: np.random.Generator)
 # ---------------------------------------------------------------- policy games
 
 
-def policy_moves(boards, rows, pid, own, planes, masks, allow_pass, model, variables, temperature, rng):
+def policy_moves(boards, rows, pid, own, planes, masks, allow_pass, model, variables, temperature, rng,
+                 no_self_atari=False):
     """One move step for the games ``rows``: each board's planes into
     ``planes[j]`` ``[P, size, size, C]`` and its candidate moves into
     ``masks[j]`` ``[P, A]``, the unused rows padded (a fixed batch, so the net
@@ -180,7 +185,7 @@ def policy_moves(boards, rows, pid, own, planes, masks, allow_pass, model, varia
 
     for j, g in enumerate(rows):
         features.encode_into(boards[g], pid, planes[j])
-        candidates_into(boards[g], own, masks[j], allow_pass)
+        candidates_into(boards[g], own, masks[j], allow_pass, no_self_atari)
     planes[rows.size:] = 0.0
     masks[rows.size:] = True
     logp = policy_logp(model, variables, planes, masks, temperature)[: rows.size]

@@ -10,7 +10,11 @@ stands in for it. A game that ends before its random move is dropped.
 
 Policy moves follow ``selfplay.games``: sampled from the masked softmax at
 ``temperature`` over the candidate moves (legal, no own eye, nothing inside
-own territory; pass only when nothing else is), so games end by two passes.
+own territory; pass only when nothing else is). By default self-atari is
+also off the list (``no_self_atari``: no move that leaves its group with one
+liberty, ko captures included): without it the 19x19 policies fill their own
+liberties and fight kos until 81% of games hit the move cap; with it 32 of
+32 test games ended by two passes, at a median of 392 moves.
 
 Games are played in lock step, ``batch`` at a time: at each move step every
 policy is called once (one jitted call, padded to ``batch``) for the games
@@ -61,7 +65,7 @@ def default_rl_checkpoint(size: int) -> str | None:
 
 def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.random.Generator, *,
                      u_max: int, temperature: float = 1.0, max_moves: int | None = None,
-                     stop=None) -> list[dict]:
+                     no_self_atari: bool = True, stop=None) -> list[dict]:
     """Play ``n_games`` games in lock step under the protocol above.
 
     Returns one dict per game that finished (dropped games left out), with
@@ -111,7 +115,8 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
             if rows.size == 0:
                 continue
             chosen[rows] = policy_moves(boards, rows, pids[i], own, planes[i], masks[i], False,
-                                        nets[i]["model"], nets[i]["variables"], temperature, rng)
+                                        nets[i]["model"], nets[i]["variables"], temperature, rng,
+                                        no_self_atari)
         for g in np.flatnonzero(live):
             m = int(chosen[g])
             if board.play_flat(boards[g], m, colour) != board.LEGAL:
@@ -182,7 +187,7 @@ def write_shard(out: Path, batch_no: int, games: list[dict], size: int, komi: fl
 def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games: int = 256, batch: int = 64,
              komi: float = 7.5, u_max: int | None = None, temperature: float = 1.0, seed: int = 0,
              val_frac: float = 0.05, test_frac: float = 0.1, max_seconds: float = 0.0,
-             max_moves: int | None = None, progress: bool = True) -> dict:
+             max_moves: int | None = None, no_self_atari: bool = True, progress: bool = True) -> dict:
     """Generate (or continue) a value data folder until it holds ``games``
     games (or ``max_seconds`` pass). Returns a summary dict."""
     from tqdm import tqdm
@@ -198,8 +203,10 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     out.mkdir(parents=True, exist_ok=True)
     opts = {"sl": str(sl_checkpoint), "rl": str(rl_checkpoint or sl_checkpoint), "komi": komi, "u_max": u_max,
             "temperature": temperature, "seed": seed, "batch": batch, "val_frac": val_frac, "test_frac": test_frac,
-            "size": size, "max_moves": max_moves}
+            "size": size, "max_moves": max_moves, "no_self_atari": no_self_atari}
     index = _read_index(out)
+    if index is not None:  # folders from before the option were made with self-atari allowed
+        index.get("options", {}).setdefault("no_self_atari", False)
     if index is None:
         index = {"format": dataset.FORMAT, "complete": True, "shards": [], "batches_done": 0,
                  "summary": {"games": 0}, "options": opts, "note": FORMAT_NOTE}
@@ -222,7 +229,8 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
             b = index["batches_done"]
             rng = np.random.default_rng([seed, b, 0x7A1])
             done = play_value_games(sl, rl, batch, komi, rng, u_max=u_max, temperature=temperature,
-                                    max_moves=max_moves, stop=lambda: stop.requested)
+                                    max_moves=max_moves, no_self_atari=no_self_atari,
+                                    stop=lambda: stop.requested)
             if stop.requested:
                 stopped = "interrupted"
             played += batch
@@ -247,6 +255,6 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
 def cli_value_data(args) -> int:
     res = generate(args.out, args.sl, rl_checkpoint=args.rl, games=args.games, batch=args.batch, komi=args.komi,
                    u_max=args.u_max, temperature=args.temperature, seed=args.seed, max_seconds=60 * args.max_minutes,
-                   progress=not args.quiet)
+                   no_self_atari=not args.allow_self_atari, progress=not args.quiet)
     print(json.dumps(res, sort_keys=True), flush=True)
     return 130 if res["stopped"] == "interrupted" else 0

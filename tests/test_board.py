@@ -442,3 +442,72 @@ def test_replay_kernel_matches_play_and_stops_at_illegal():
     bad = np.array(seq[:10] + [seq[3]] + seq[11:], np.int64)  # replays an occupied point
     b = bd.new_game(9).copy_tuple(extra_history=100)
     assert bd.replay(b, bad, len(bad)) == 10
+
+
+def _group_size(stones, r, c):
+    seen, todo, col = {(r, c)}, [(r, c)], stones[r, c]
+    while todo:
+        y, x = todo.pop()
+        for v, u in ((y - 1, x), (y + 1, x), (y, x - 1), (y, x + 1)):
+            if 0 <= v < stones.shape[0] and 0 <= u < stones.shape[1] and (v, u) not in seen and stones[v, u] == col:
+                seen.add((v, u))
+                todo.append((v, u))
+    return len(seen)
+
+
+def test_self_atari_matches_playing_the_move():
+    """is_self_atari against the oracle: play the move, count the liberties
+    and stones of the group it is in (captures, kos and merges included)."""
+    rng = np.random.default_rng(3)
+    n = 9
+    checked = {True: 0, False: 0}
+    for _ in range(12):
+        s = bd.new_game(n, 7.5)
+        for _ in range(int(rng.integers(20, 90))):
+            legal = np.flatnonzero(bd.legal_moves(s)[:-1])
+            if legal.size == 0:
+                break
+            s = bd.play(s, int(rng.choice(legal)))
+            stone = s.to_play
+            for m in np.flatnonzero(bd.legal_moves(s)[:-1]):
+                after = bd.play(s, int(m))
+                r, c = divmod(int(m), n)
+                libs = int(bd.liberties(after)[r, c])
+                lone = _group_size(bd.stones(after), r, c) == 1
+                p = coords.to_padded(int(m), n)
+                b = s.copy_tuple()
+                assert bd.is_self_atari(b, p, stone, False) == (libs == 1), (m, str(s))
+                assert bd.is_self_atari(b, p, stone, True) == (libs == 1 and not lone)
+                checked[libs == 1] += 1
+    assert checked[True] > 50 and checked[False] > 1000
+
+
+def test_self_atari_counts_kos_and_captures_that_leave_one_liberty():
+    s = bd.parse_diagram("""
+        . X O . .
+        X O . O .
+        . X O . .
+        . . . . .
+        . . . . .
+    """)
+    b = s.copy_tuple()
+    ko = coords.to_padded(1 * 5 + 2, 5)  # black takes the ko at (1,2): one liberty after
+    assert bd.is_self_atari(b, ko, bd.BLACK, False)
+    assert not bd.is_self_atari(b, ko, bd.BLACK, True)  # a lone stone
+    t = bd.parse_diagram("""
+        . O O X .
+        O X X . X
+        . O O X .
+        . . . . .
+        . . . . .
+    """, to_play=bd.WHITE)
+    # white at (1,3) captures two stones yet keeps only the liberty at (1,2)
+    assert bd.is_self_atari(t.copy_tuple(), coords.to_padded(1 * 5 + 3, 5), bd.WHITE, False)
+    u = bd.parse_diagram("""
+        . O O X .
+        O X X . .
+        . O O X .
+        . . . . .
+        . . . . .
+    """, to_play=bd.WHITE)  # ... unless (1,4) is open
+    assert not bd.is_self_atari(u.copy_tuple(), coords.to_padded(1 * 5 + 3, 5), bd.WHITE, False)

@@ -88,6 +88,26 @@ def test_candidates_leave_out_own_eyes_and_territory():
     assert sp.candidates(w)[-1]
 
 
+def test_candidates_can_leave_out_self_atari():
+    s = board.parse_diagram("""
+        . X O . .
+        X O . O .
+        . X O . .
+        O O O . .
+        X X . . .
+    """)
+    n = 5
+    ko, fill, join, lone = 1 * n + 2, 4 * n + 2, 2 * n + 0, 0 * n + 3
+    plain = sp.candidates(s)
+    strict = sp.candidates(s, no_self_atari=True)
+    # the ko capture; the fill that leaves two stones one liberty; the join of
+    # three stones with one liberty; a lone stone in atari
+    for m in (ko, fill, join, lone):
+        assert plain[m] and not strict[m], m
+    assert strict[2 * n + 3] and (plain & ~strict).sum() == 4  # the rest stays
+    assert not strict[n * n]
+
+
 def test_mcts_selfplay_games_finish_legally(tiny):
     model, a, _ = tiny
     player = sp.mcts_player(model, a, visits=8, batch_size=4)

@@ -99,7 +99,7 @@ def test_value_data_follows_the_protocol_and_resumes(tmp_path):
         u = int(games["random_move"][g])
         state = board.new_game(size, 0.5)
         for t, m in enumerate(mv):
-            cand = np.flatnonzero(candidates(state))
+            cand = np.flatnonzero(candidates(state, no_self_atari=True))  # the default of generate
             if t < u:  # SL net: lowest candidate
                 assert m == cand.min(), (g, t)
             elif t == u:  # uniformly random legal move, never a pass
@@ -131,6 +131,8 @@ def test_value_data_follows_the_protocol_and_resumes(tmp_path):
     assert not list(out.glob(".*tmp*"))
     with pytest.raises(ValueError, match="other settings"):
         valuedata.generate(out, sl, games=1, **{**kw, "u_max": 3})
+    with pytest.raises(ValueError, match="no_self_atari"):
+        valuedata.generate(out, sl, games=1, **{**kw, "no_self_atari": False})
 
 
 # ---------------------------------------------------------------- on human games
