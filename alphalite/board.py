@@ -782,14 +782,17 @@ def is_eye(color, p, stone, W):
 def is_self_atari(B, p, stone, lone_ok):
     """True if ``stone`` at empty padded ``p`` leaves its group with one
     liberty (or none), counting the points of the stones it captures, so a
-    ko capture counts. ``lone_ok``: a lone stone (a throw-in or ko capture)
-    is not counted."""
+    ko capture counts. A capture of two or more stones never counts: it is
+    no ko and wins material. ``lone_ok``: a lone stone (a throw-in or ko
+    capture) is not counted."""
     color = B[B_COLOR]
     head = B[B_HEAD]
     nxt = B[B_NXT]
     libs = B[B_LIBS]
+    gsize = B[B_GSIZE]
     W = B[B_META][M_SIZE] + 2
     cap0 = cap1 = cap2 = cap3 = -1  # heads of the groups p captures
+    captured = 0
     friend = False
     for i in range(4):
         n = _nb(p, W, i)
@@ -799,6 +802,11 @@ def is_self_atari(B, p, stone, lone_ok):
             if libs[head[n]] >= 3:  # two liberties besides p
                 return False
         elif c == -stone and libs[head[n]] == 1:
+            g = head[n]
+            if g != cap0 and g != cap1 and g != cap2:
+                captured += gsize[g]
+                if captured >= 2:
+                    return False
             if i == 0:
                 cap0 = head[n]
             elif i == 1:

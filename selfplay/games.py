@@ -12,9 +12,10 @@ players): legal, not a true one-point eye of its own (``board.is_eye``) and,
 once the opponent has a stone on the board, not inside its own Tromp-Taylor
 territory. Pass is allowed only when nothing else is (``allow_pass=True``
 lets the net pass whenever it likes). ``no_self_atari=True`` also removes
-moves that put a group of two or more stones in atari without capturing
-(``board.is_self_atari``): the value-data games use it, so that weak policies
-stop filling their own liberties and games end near a human game's length. A game ends after two passes or at
+moves that leave the mover's group one liberty (``board.is_self_atari``:
+lone stones and ko captures too; captures of two or more stones stay): the
+value-data games use it, so that weak policies stop filling their own
+liberties and fighting kos, and their games end by two passes. A game ends after two passes or at
 ``max_moves`` and is scored by Tromp-Taylor area with komi (``board.area``).
 
 ``play_mcts_games`` plays games move by move with ``search.run_mcts``

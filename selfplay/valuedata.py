@@ -12,7 +12,7 @@ Policy moves follow ``selfplay.games``: sampled from the masked softmax at
 ``temperature`` over the candidate moves (legal, no own eye, nothing inside
 own territory; pass only when nothing else is). By default self-atari is
 also off the list (``no_self_atari``: no move that leaves its group with one
-liberty, ko captures included): without it the 19x19 policies fill their own
+liberty, ko captures included, captures of two or more stones allowed): without it the 19x19 policies fill their own
 liberties and fight kos until 81% of games hit the move cap; with it 32 of
 32 test games ended by two passes, at a median of 392 moves.
 
@@ -212,7 +212,8 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
                  "summary": {"games": 0}, "options": opts, "note": FORMAT_NOTE}
     elif index.get("options") != opts:
         diff = [k for k in opts if index.get("options", {}).get(k) != opts[k]]
-        raise ValueError(f"{out} holds value data made with other settings ({', '.join(diff)}); "
+        hint = " (--allow-self-atari)" if "no_self_atari" in diff else ""
+        raise ValueError(f"{out} holds value data made with other settings ({', '.join(diff)}){hint}; "
                          "use another --out or the same settings")
     t0 = time.time()
     have = index["summary"]["games"]
