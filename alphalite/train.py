@@ -195,19 +195,24 @@ def prefetch(iterator, depth: int = 4):
 
 
 class _GracefulStop:
-    """The first Ctrl-C (SIGINT) only sets ``requested``; the loop stops
-    between steps. A KeyboardInterrupt inside the jitted step would leave the
-    state pointing at donated, deleted buffers, so nothing could be saved.
-    A second Ctrl-C raises KeyboardInterrupt as usual."""
+    """The first Ctrl-C (SIGINT) or SIGTERM (``kill``, a service manager, a
+    job under ``nohup``) only sets ``requested``; the loop stops between
+    steps. A KeyboardInterrupt inside the jitted step would leave the state
+    pointing at donated, deleted buffers, so nothing could be saved. A
+    second signal raises KeyboardInterrupt as usual."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
 
     def __init__(self):
         import signal
         import threading
 
         self.requested = False
-        self._previous = None
+        self._previous = {}
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            for name in self.SIGNALS:
+                sig = getattr(signal, name)
+                self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum, frame):
         if self.requested:
@@ -217,9 +222,9 @@ class _GracefulStop:
     def restore(self):
         import signal
 
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        for sig, prev in self._previous.items():
+            signal.signal(sig, prev)
+        self._previous = {}
 
 
 def variables_of(state) -> dict:

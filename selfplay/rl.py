@@ -34,7 +34,7 @@ the iteration and the pool), ``pool/<name>/`` (exported snapshots),
 ``games/`` (the RL games as npz records + SGF, if ``keep_games``),
 ``best_model/``, ``plots/``. A rerun after ``kill -9`` resumes from the last
 finished iteration with the same pool (metrics past it are dropped);
-Ctrl-C abandons the iteration in progress and exits, everything finished
+Ctrl-C (or SIGTERM) abandons the iteration in progress and exits, everything finished
 being already saved.
 """
 

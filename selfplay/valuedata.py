@@ -31,7 +31,7 @@ batch, with two extra per-game fields::
 Shards are written to a temporary name and renamed; ``index.json`` (also
 atomic) lists only finished shards, so readers never see a half-written
 one. Batch ``i`` uses the random stream ``(seed, i)``: a rerun after
-``kill -9`` continues with the next batch; Ctrl-C writes the games that
+``kill -9`` continues with the next batch; Ctrl-C or SIGTERM writes the games that
 already finished in the batch in progress, then stops.
 """
 

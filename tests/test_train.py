@@ -173,7 +173,8 @@ def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
 
 
-def test_ctrl_c_saves_and_exits(sample_data, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_saves_and_exits(sample_data, tmp_path, sig):
     run = tmp_path / "intr"
     p = _run_sl(_tiny_args(sample_data, run, 100000, 1000))
     deadline = time.time() + 240
@@ -182,7 +183,7 @@ def test_ctrl_c_saves_and_exits(sample_data, tmp_path):
         if any(r.get("step", 0) >= 6 for r in recs):
             break
         time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, err[-2000:]
     res = json.loads(out.strip().splitlines()[-1])
