@@ -791,8 +791,7 @@ def is_self_atari(B, p, stone, lone_ok):
     libs = B[B_LIBS]
     gsize = B[B_GSIZE]
     W = B[B_META][M_SIZE] + 2
-    cap0 = cap1 = cap2 = cap3 = -1  # heads of the groups p captures
-    captured = 0
+    cap = -1  # the one stone p captures (two or more return early)
     friend = False
     for i in range(4):
         n = _nb(p, W, i)
@@ -802,19 +801,9 @@ def is_self_atari(B, p, stone, lone_ok):
             if libs[head[n]] >= 3:  # two liberties besides p
                 return False
         elif c == -stone and libs[head[n]] == 1:
-            g = head[n]
-            if g != cap0 and g != cap1 and g != cap2:
-                captured += gsize[g]
-                if captured >= 2:
-                    return False
-            if i == 0:
-                cap0 = head[n]
-            elif i == 1:
-                cap1 = head[n]
-            elif i == 2:
-                cap2 = head[n]
-            else:
-                cap3 = head[n]
+            if cap != -1 or gsize[head[n]] > 1:
+                return False
+            cap = n
     lib = -1  # the one liberty found so far
     q = p  # walk p, then the stones of each friendly neighbour group
     for i in range(5):
@@ -828,8 +817,7 @@ def is_self_atari(B, p, stone, lone_ok):
             for j in range(4):
                 m = _nb(q, W, j)
                 c = color[m]
-                if m == p or not (c == EMPTY or (c == -stone and (head[m] == cap0 or head[m] == cap1
-                                                                   or head[m] == cap2 or head[m] == cap3))):
+                if m == p or not (c == EMPTY or m == cap):
                     continue
                 if lib == -1:
                     lib = m

@@ -15,8 +15,9 @@ lets the net pass whenever it likes). ``no_self_atari=True`` also removes
 moves that leave the mover's group one liberty (``board.is_self_atari``:
 lone stones and ko captures too; captures of two or more stones stay): the
 value-data games use it, so that weak policies stop filling their own
-liberties and fighting kos, and their games end by two passes. A game ends after two passes or at
-``max_moves`` and is scored by Tromp-Taylor area with komi (``board.area``).
+liberties and fighting kos, and their games end by two passes. A game ends
+after two passes or at ``max_moves`` and is scored by Tromp-Taylor area with
+komi (``board.area``).
 
 ``play_mcts_games`` plays games move by move with ``search.run_mcts``
 (``players.MctsPlayer``: network priors, rollout or value-net leaves, tree

@@ -34,8 +34,8 @@ the iteration and the pool), ``pool/<name>/`` (exported snapshots),
 ``games/`` (the RL games as npz records + SGF, if ``keep_games``),
 ``best_model/``, ``plots/``. A rerun after ``kill -9`` resumes from the last
 finished iteration with the same pool (metrics past it are dropped);
-Ctrl-C (or SIGTERM) abandons the iteration in progress and exits, everything finished
-being already saved.
+Ctrl-C (or SIGTERM) abandons the iteration in progress and exits,
+everything finished being already saved.
 """
 
 from __future__ import annotations

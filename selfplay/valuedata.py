@@ -12,9 +12,10 @@ Policy moves follow ``selfplay.games``: sampled from the masked softmax at
 ``temperature`` over the candidate moves (legal, no own eye, nothing inside
 own territory; pass only when nothing else is). By default self-atari is
 also off the list (``no_self_atari``: no move that leaves its group with one
-liberty, ko captures included, captures of two or more stones allowed): without it the 19x19 policies fill their own
-liberties and fight kos until 81% of games hit the move cap; with it 32 of
-32 test games ended by two passes, at a median of 392 moves.
+liberty, ko captures included, captures of two or more stones allowed):
+without it the 19x19 policies fill their own liberties and fight kos until
+81% of games hit the move cap; with it 32 of 32 test games ended by two
+passes, at a median of 392 moves.
 
 Games are played in lock step, ``batch`` at a time: at each move step every
 policy is called once (one jitted call, padded to ``batch``) for the games
@@ -31,8 +32,8 @@ batch, with two extra per-game fields::
 Shards are written to a temporary name and renamed; ``index.json`` (also
 atomic) lists only finished shards, so readers never see a half-written
 one. Batch ``i`` uses the random stream ``(seed, i)``: a rerun after
-``kill -9`` continues with the next batch; Ctrl-C or SIGTERM writes the games that
-already finished in the batch in progress, then stops.
+``kill -9`` continues with the next batch; Ctrl-C or SIGTERM writes the
+games that already finished in the batch in progress, then stops.
 """
 
 from __future__ import annotations
