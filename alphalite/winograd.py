@@ -15,7 +15,9 @@ differentiates the overlapping tile gather:
 
 * ``dM = A dy A^T`` on the non-overlapping output blocks;
 * ``dw`` is the products ``V^T dM`` with ``V`` (input tiles, kept from the
-  forward pass), then the filter transform's transpose;
+  forward pass), then the filter transform's transpose; on the CPU the
+  products run in a native kernel (alphalite/native.py), as XLA runs them
+  on one thread;
 * ``dx`` is the forward convolution of ``dy`` with the kernel turned 180
   degrees and its channel axes swapped (it measured faster than the input
   transform's transpose, whose overlapping-tile sums XLA fused poorly).
@@ -33,6 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from alphalite import native
 
 # Interpolation points (the last one is infinity) for F(m, 3): Lavin & Gray's
 # for m = 2 and 4, the usual small ones for 3 and 5.
@@ -186,7 +190,7 @@ def _fwd(x, w, m):
 def _bwd(m, res, dy):
     v, w = res
     dm = output_transform_t(dy, m)
-    dw = filter_transform_t(jnp.einsum("anc,ank->ack", v, dm), m).astype(w.dtype)
+    dw = filter_transform_t(native.batched_tn(v, dm), m).astype(w.dtype)
     # dx is the same convolution of dy with the kernel turned 180 degrees and
     # its channel axes swapped.
     dx = _forward(dy, jnp.transpose(w[::-1, ::-1], (0, 1, 3, 2)), m)[0]

@@ -1,11 +1,14 @@
 """Winograd F(m x m, 3x3) convolution against XLA's, values and gradients."""
 
+import os
+import shutil
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from alphalite import nets, winograd
+from alphalite import native, nets, winograd
 
 
 def _inputs(b, h, w, c, k, seed=0):
@@ -40,10 +43,12 @@ def test_values_match_xla(h, w, m):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(jnp.abs(want).max()))
 
 
-@pytest.mark.parametrize("size,m", [(5, 3), (9, 3), (19, 4), (7, 2)])
-def test_gradients_match_xla(size, m):
-    x, kern = _inputs(3, size, size, 4, 7, seed=size)
-    target = jnp.asarray(np.random.default_rng(1).standard_normal((3, size, size, 7)), jnp.float32)
+@pytest.mark.parametrize("size,m,c,k", [(5, 3, 4, 7), (9, 3, 4, 7), (19, 4, 4, 7), (7, 2, 4, 7),
+                                         (9, 3, 13, 32)])
+def test_gradients_match_xla(size, m, c, k):
+    """K a multiple of 32 takes the native weight-gradient kernel on the CPU."""
+    x, kern = _inputs(3, size, size, c, k, seed=size)
+    target = jnp.asarray(np.random.default_rng(1).standard_normal((3, size, size, k)), jnp.float32)
 
     def loss(conv):
         return lambda x, k: jnp.sum(jnp.tanh(conv(x, k)) * target)
@@ -52,6 +57,37 @@ def test_gradients_match_xla(size, m):
     rx, rk = jax.grad(loss(winograd.reference_conv3x3), argnums=(0, 1))(x, kern)
     np.testing.assert_allclose(gx, rx, rtol=1e-4, atol=1e-4 * float(jnp.abs(rx).max()))
     np.testing.assert_allclose(gk, rk, rtol=1e-4, atol=1e-4 * float(jnp.abs(rk).max()))
+
+
+def _native_expected() -> bool:
+    return os.environ.get("ALPHALITE_NATIVE", "1") != "0" and shutil.which(os.environ.get("CXX", "c++")) is not None
+
+
+@pytest.mark.parametrize("a,n,c,k", [(36, 1600, 64, 64), (25, 700, 18, 32), (3, 1, 13, 96), (1, 257, 1, 32)])
+def test_native_weight_gradient_matches_einsum(a, n, c, k):
+    """The native kernel (alphalite/native.py) is built and used wherever a
+    C++ compiler is, and agrees with the einsum it replaces; shapes cover row
+    chunks, channel remainders and a single row."""
+    assert native.available() == _native_expected()
+    rng = np.random.default_rng(a + n)
+    v = rng.standard_normal((a, n, c)).astype(np.float32)
+    d = rng.standard_normal((a, n, k)).astype(np.float32)
+    f = jax.jit(native.batched_tn)
+    got = np.asarray(f(v, d))
+    want = np.einsum("anc,ank->ack", v.astype(np.float64), d.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert (native.TARGET in f.lower(v, d).as_text()) == native.available()
+
+
+def test_native_kernel_falls_back_where_it_cannot_run():
+    """K not a multiple of 32, or bfloat16: XLA's product, same values."""
+    rng = np.random.default_rng(0)
+    v, d = rng.standard_normal((4, 50, 8)).astype(np.float32), rng.standard_normal((4, 50, 24)).astype(np.float32)
+    f = jax.jit(native.batched_tn)
+    assert native.TARGET not in f.lower(v, d).as_text()
+    np.testing.assert_allclose(f(v, d), np.einsum("anc,ank->ack", v, d), rtol=1e-4, atol=1e-4)
+    vb, db = jnp.asarray(v, jnp.bfloat16), jnp.asarray(np.pad(d, ((0, 0), (0, 0), (0, 8))), jnp.bfloat16)
+    assert native.TARGET not in f.lower(vb, db).as_text()
 
 
 def test_transposes_are_adjoints():
