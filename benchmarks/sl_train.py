@@ -9,7 +9,10 @@ Winograd F(m x m, 3x3) for training on the CPU on boards of 9 and more, see
 alphalite/nets.py and alphalite/winograd.py); XLA's own
 convolution is timed beside it as ``jax_xla_*``. ``xla_flags`` reports
 XLA_FLAGS as JAX saw them (importing alphalite turns YNNPACK off on the CPU,
-see alphalite/__init__.py). Inputs are random
+see alphalite/__init__.py), ``malloc_tuned`` whether that import set glibc's
+malloc to keep freed memory (PyTorch, in the same process, gets it too) and
+``native_weight_grad`` whether the Winograd weight gradient ran in
+alphalite/native.py's kernel. Inputs are random
 planes; targets random moves. The measurements of a size run round-robin
 and the best round counts, so load from other processes on a shared machine
 hits both frameworks alike (numbers on a busy machine are still noisy). Each
@@ -217,10 +220,10 @@ def main(argv=None) -> int:
     if args.xla_flags is not None:
         os.environ["XLA_FLAGS"] = args.xla_flags
 
-    import alphalite  # noqa: F401 - sets XLA_FLAGS before JAX starts
+    import alphalite  # sets XLA_FLAGS before JAX starts, tunes malloc
     import jax
 
-    from alphalite import nets
+    from alphalite import native, nets
 
     result = {
         "benchmark": "sl_train",
@@ -232,6 +235,8 @@ def main(argv=None) -> int:
         "infer_dtype": args.infer_dtype,
         "conv": args.conv,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "malloc_tuned": alphalite.MALLOC_TUNED,
+        "native_weight_grad": native.available(),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
     }

@@ -1,7 +1,8 @@
-"""Importing alphalite turns YNNPACK off through XLA_FLAGS (jaxlib 0.10),
-keeps the user's own setting, and JAX still starts."""
+"""Process settings made on import: YNNPACK off through XLA_FLAGS (jaxlib 0.10),
+the user's own setting kept, JAX still starts; glibc malloc tuned."""
 
 import os
+import platform
 import subprocess
 import sys
 from importlib import metadata
@@ -29,3 +30,43 @@ def test_ynn_flag_added_once_and_user_setting_kept():
     assert disabled == "False" and flags.count("ynn_fusion_type") == 1
     disabled, flags, _ = _run("--xla_force_host_platform_device_count=1")
     assert disabled == "True" and "--xla_force_host_platform_device_count=1" in flags
+
+
+MALLOC_PROBE = """
+import ctypes, numpy as np, alphalite
+
+class Info(ctypes.Structure):  # glibc's struct mallinfo2
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+mallinfo2 = ctypes.CDLL(None).mallinfo2
+mallinfo2.restype = Info
+a = np.empty(25_000_000, np.float32)  # 100 MB, as large as XLA's step buffers
+a.fill(1.0)
+mapped = mallinfo2().hblkhd  # bytes in chunks of their own mmap, unmapped on free
+del a
+print(alphalite.MALLOC_TUNED, mapped, mallinfo2().arena, sep="|")
+"""
+
+
+def _malloc_run(**env_extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "ALPHALITE_MALLOC"}
+    env.update(env_extra)
+    out = subprocess.run([sys.executable, "-c", MALLOC_PROBE], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    tuned, mapped, kept = out.stdout.strip().split("|")
+    return tuned == "True", int(mapped), int(kept)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt tuning is for glibc")
+def test_malloc_keeps_large_buffers_unless_told_not_to():
+    """With the tuning a 100 MB buffer comes from the heap and stays there
+    after free (glibc would mmap it and unmap it on free, so that the next
+    step faults it in again); MALLOC_* variables or ALPHALITE_MALLOC=system
+    leave glibc alone."""
+    tuned, mapped, kept = _malloc_run()
+    assert tuned and mapped < 10**6 and kept > 10**8, (mapped, kept)
+    tuned, mapped, kept = _malloc_run(ALPHALITE_MALLOC="system")
+    assert not tuned and mapped > 10**8 and kept < 10**8, (mapped, kept)
+    tuned, _, _ = _malloc_run(MALLOC_ARENA_MAX="4")
+    assert not tuned
