@@ -81,8 +81,8 @@ def available() -> bool:
             _state["lib"] = lib  # keep the library loaded
             _state["ok"] = True
         except (OSError, subprocess.SubprocessError, AttributeError) as e:
-            detail = getattr(e, "stderr", "") or str(e)
-            print(f"alphalite: native CPU kernel unavailable, using XLA's ({detail.strip().splitlines()[-1:]})",
+            detail = (getattr(e, "stderr", "") or str(e)).strip().splitlines()
+            print(f"alphalite: native CPU kernel unavailable, using XLA's product ({detail[-1] if detail else e!r})",
                   file=sys.stderr)
     return _state["ok"]
 

@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -88,6 +90,21 @@ def test_native_kernel_falls_back_where_it_cannot_run():
     np.testing.assert_allclose(f(v, d), np.einsum("anc,ank->ack", v, d), rtol=1e-4, atol=1e-4)
     vb, db = jnp.asarray(v, jnp.bfloat16), jnp.asarray(np.pad(d, ((0, 0), (0, 0), (0, 8))), jnp.bfloat16)
     assert native.TARGET not in f.lower(vb, db).as_text()
+
+
+def test_native_kernel_without_a_compiler_warns_once_and_falls_back(tmp_path):
+    probe = ("import numpy as np, jax\n"
+             "from alphalite import native\n"
+             "v, d = np.ones((2, 3, 4), np.float32), np.ones((2, 3, 32), np.float32)\n"
+             "out = jax.jit(native.batched_tn)(v, d); jax.jit(native.batched_tn)(v * 2, d)\n"
+             "print(native.available(), float(out.sum()))\n")
+    env = dict(os.environ, CXX=str(tmp_path / "no-such-compiler"), ALPHALITE_CACHE=str(tmp_path / "cache"))
+    env.pop("ALPHALITE_NATIVE", None)
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", str(2 * 4 * 32 * 3.0)]
+    warnings = [ln for ln in out.stderr.splitlines() if ln.startswith("alphalite:")]
+    assert len(warnings) == 1 and "native CPU kernel unavailable" in warnings[0], out.stderr
 
 
 def test_transposes_are_adjoints():
