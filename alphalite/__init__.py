@@ -32,14 +32,16 @@ YNN_DISABLED = _ynn_off()
 
 # XLA's CPU runtime allocates every step's buffers afresh. glibc serves large
 # ones with mmap, or from per-thread heaps that it unmaps once empty, so each
-# step faulted its memory in again page by page: 5.8 million page faults and
-# a quarter of the CPU time in the kernel for a minute of b6c64 training.
-# One arena that never maps or trims keeps that memory in the process; b6c64
-# 19x19 training went from about 126 to 165 positions/s (batch 64). glibc
-# reads its MALLOC_* variables before Python starts, so we call mallopt. Left
-# alone when the user set any MALLOC_ variable or ALPHALITE_MALLOC=system.
+# step faulted its memory in again page by page: 4-5 million page faults and
+# a sixth of the CPU time in the kernel for 90 s of b6c64 training. No mmap,
+# no trimming and one arena per core (fewer heaps to empty) cut that to 0.85
+# million; b6c64 19x19 training went from about 120 to 165 positions/s (batch
+# 64). One arena for all threads faulted least but made XLA's compiles
+# contend for it (the test suite ran 17% slower). glibc reads its MALLOC_*
+# variables before Python starts, so we call mallopt. Left alone when the
+# user set any MALLOC_ variable or ALPHALITE_MALLOC=system.
 M_TRIM_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -4, -8
-MALLOC_SETTINGS = ((M_ARENA_MAX, 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1))
+MALLOC_SETTINGS = ((M_ARENA_MAX, _os.cpu_count() or 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1))
 
 
 def _tune_malloc() -> bool:
