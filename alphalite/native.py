@@ -16,6 +16,7 @@ results are the same to float32 rounding either way.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -31,7 +32,6 @@ from jax import lax
 
 TARGET = "alphalite_tn"
 SOURCE = Path(__file__).with_name("native_tn.cc")
-_state: dict = {}
 
 
 def cache_dir() -> Path:
@@ -68,23 +68,26 @@ def _build() -> Path:
     return out
 
 
+@functools.cache
+def _library():
+    """Build, load and register the kernel once per process (the cache also
+    keeps the library loaded); None, after one warning on stderr, when that
+    is not possible."""
+    if os.environ.get("ALPHALITE_NATIVE", "1") == "0":
+        return None
+    try:
+        lib = ctypes.cdll.LoadLibrary(str(_build()))
+        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.AlphaliteTn), platform="cpu")
+        return lib
+    except (OSError, subprocess.SubprocessError, AttributeError) as e:
+        detail = (getattr(e, "stderr", "") or str(e)).strip().splitlines()
+        print(f"alphalite: native CPU kernel unavailable, using XLA's product ({detail[-1] if detail else e!r})",
+              file=sys.stderr)
+        return None
+
+
 def available() -> bool:
-    """Build and register the kernel once per process; False (with one
-    warning on stderr) when that is not possible."""
-    if "ok" not in _state:
-        _state["ok"] = False
-        if os.environ.get("ALPHALITE_NATIVE", "1") == "0":
-            return False
-        try:
-            lib = ctypes.cdll.LoadLibrary(str(_build()))
-            jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.AlphaliteTn), platform="cpu")
-            _state["lib"] = lib  # keep the library loaded
-            _state["ok"] = True
-        except (OSError, subprocess.SubprocessError, AttributeError) as e:
-            detail = (getattr(e, "stderr", "") or str(e)).strip().splitlines()
-            print(f"alphalite: native CPU kernel unavailable, using XLA's product ({detail[-1] if detail else e!r})",
-                  file=sys.stderr)
-    return _state["ok"]
+    return _library() is not None
 
 
 def _einsum(v, d):
