@@ -95,7 +95,7 @@ def _add_gtp_arguments(p) -> None:
     # Kept here, not imported from alphalite.gtp, so `alphalite --help` stays instant.
     p.add_argument("--engine", choices=("random", "policy", "mcts"), default="mcts", help="move chooser")
     p.add_argument("--checkpoint", help="policy net: exported model folder or run folder")
-    p.add_argument("--value-checkpoint", help="value net for mcts (mixed with rollouts by --lambda)")
+    p.add_argument("--value-checkpoint", help="value net: mcts mixes it with rollouts by --lambda; policy reports its winrate and resigns by it")
     p.add_argument("--lambda", dest="lam", type=float, default=0.5,
                    help="leaf value = lambda * value net + (1 - lambda) * rollout")
     p.add_argument("--visits", type=int, default=400, help="mcts visits per move (a cap under a clock)")

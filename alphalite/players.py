@@ -5,7 +5,8 @@ Players (``genmove(state, candidates, budget, rng, callback) -> Decision``):
 * ``RandomPlayer``: uniform over the candidate moves (legal, not filling an
   own eye or own territory); passes when there is none.
 * ``PolicyPlayer``: masked softmax of a policy net; argmax, or sampling with
-  ``temperature > 0``.
+  ``temperature > 0``. With a value net its winrate is the net's value of
+  the position it moves in, so it can resign; without one it never does.
 * ``MctsPlayer``: ``search.run_mcts`` with any evaluator (policy priors +
   Numba rollout values, a value net mixed in with ``lambda``, or uniform
   priors + rollouts), searched in growing chunks so a time budget, a visit
@@ -223,14 +224,19 @@ class PolicyNet:
         self.net_fn = policy_value_fn(self.model, self.value_model)
         self.params = {"policy": self.variables, "value": self.value_variables or {}}
 
-    def priors(self, state) -> np.ndarray:
-        """float32 [A]: masked softmax over the legal moves."""
+    def evaluate(self, state) -> tuple[np.ndarray, float | None]:
+        """(priors float32 [A]: masked softmax over the legal moves, value
+        in [-1, 1] for the player to move, None without a value net); one
+        network call for both."""
         from alphalite import features
 
         planes = features.encode(state, self.preset)[None]
         legal = board.legal_moves(resume(state))[None]
-        p, _ = self.net_fn(self.params, planes, legal)
-        return np.asarray(p[0], np.float32)
+        p, v = self.net_fn(self.params, planes, legal)
+        return np.asarray(p[0], np.float32), (None if self.value_model is None else float(v[0]))
+
+    def priors(self, state) -> np.ndarray:
+        return self.evaluate(state)[0]
 
 
 class PolicyPlayer:
@@ -248,7 +254,11 @@ class PolicyPlayer:
         n2 = state.size * state.size
         if not candidates[:-1].any():
             return Decision(n2, note="no candidate move")
-        p = self.net.priors(state).astype(np.float64)
+        p, v = self.net.evaluate(state)
+        # the value net's verdict on the position we move in: what resigning
+        # and the GTP log go by (None without a value net)
+        winrate = None if v is None else (v + 1.0) / 2.0
+        p = p.astype(np.float64)
         p = np.where(candidates, p, 0.0)
         if p.sum() <= 0:
             p = candidates.astype(np.float64)
@@ -258,7 +268,7 @@ class PolicyPlayer:
             move = int(rng.choice(p.shape[0], p=q / q.sum()))
         else:
             move = int(np.argmax(p))
-        return Decision(move)
+        return Decision(move, winrate=winrate)
 
     def forget(self):
         pass

@@ -505,6 +505,31 @@ def test_engine_resigns_passes_and_cleans_up():
     assert eng.handle("genmove w") == "= pass\n\n"  # both eyes are suicide for white
 
 
+def test_policy_engine_resigns_by_its_value_net():
+    """Black owns 63 of 81 points with three eyes; White has one eyeless
+    column. With the shipped 9x9 value net the policy engine, as White,
+    resigns at once (resign_moves=1); without a value net it has no winrate
+    and plays on."""
+    ckpt = ROOT / "checkpoints"
+    logs: list[str] = []
+    replies = {}
+    for value in (str(ckpt / "value9"), None):
+        eng = gtp.Engine(gtp.EngineConfig(engine="policy", checkpoint=str(ckpt / "policy9"), value_checkpoint=value,
+                                          size=9, komi=7, resign_moves=1), log=logs.append, warmup=False)
+        for c in "ABCDEFG":
+            for r in range(1, 10):
+                if f"{c}{r}" not in ("B3", "B7", "E5"):
+                    assert eng.handle(f"play b {c}{r}") == "=\n\n"
+        for r in range(1, 10):
+            assert eng.handle(f"play w j{r}") == "=\n\n"
+        replies[value] = eng.handle("genmove w")
+    assert replies[str(ckpt / "value9")] == "= resign\n\n"
+    assert re.fullmatch(r"= H[1-9]\n\n", replies[None])
+    w = [float(m) for m in re.findall(r"resigning \(winrate ([0-9.]+)\)", "\n".join(logs))]
+    assert len(w) == 1 and w[0] < 0.1
+    assert re.search(r"W H[1-9] visits", logs[-1])  # no winrate without a value net
+
+
 def test_candidates_without_opponent_stones():
     """Regression: with no opponent stone on the board every empty region
     "reaches only our colour", which is not territory: only eyes are left out."""
