@@ -141,9 +141,7 @@ def _params(workdir):
 def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):
     steps = 24
     ref = tmp_path / "ref"
-    p = _run_sl(_tiny_args(sample_data, ref, steps, 4))
-    out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err[-2000:]
+    p_ref = _run_sl(_tiny_args(sample_data, ref, steps, 4))  # runs beside the one we kill
 
     run = tmp_path / "killed"
     p = _run_sl(_tiny_args(sample_data, run, steps, 4))
@@ -158,6 +156,8 @@ def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):
     p.wait()
     killed_at = max(_steps(run / "ckpt"))
     assert 8 <= killed_at < steps
+    out, err = p_ref.communicate(timeout=300)
+    assert p_ref.returncode == 0, err[-2000:]
 
     p = _run_sl(_tiny_args(sample_data, run, steps, 4))
     out, err = p.communicate(timeout=300)
