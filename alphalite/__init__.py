@@ -60,3 +60,15 @@ def _tune_malloc() -> bool:
 
 
 MALLOC_TUNED = _tune_malloc()
+
+
+def process_pool(jobs: int, initializer=None):
+    """A multiprocessing pool for CPU work that needs no JAX (SGF parsing,
+    GNU Go games). Forked when JAX is not loaded (workers start at once);
+    otherwise from a fork server: forking a process whose JAX threads may
+    hold locks can deadlock the child (Python warns of it)."""
+    import multiprocessing
+    import sys
+
+    method = "forkserver" if "jax" in sys.modules else "fork"
+    return multiprocessing.get_context(method).Pool(jobs, initializer=initializer)

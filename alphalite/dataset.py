@@ -395,9 +395,9 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             for b in batches():
                 yield b, _work(b, sizes)
             return
-        import multiprocessing as mp
+        from alphalite import process_pool
 
-        pool = mp.get_context("fork").Pool(jobs, initializer=_worker_init)
+        pool = process_pool(jobs, initializer=_worker_init)
         try:
             window: deque = deque()
             for b in batches():

@@ -287,9 +287,9 @@ def generate(out, *, games: int, size: int = 9, levels=(1,), komi: float = 7.0, 
     complete = False
     bar = tqdm(total=games, initial=games - len(todo), desc="gnugo games", unit="game", disable=not progress,
                file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
-    import multiprocessing as mp
+    from alphalite import process_pool
 
-    pool = mp.get_context("fork").Pool(min(jobs, max(len(specs), 1)), initializer=_worker_init)
+    pool = process_pool(min(jobs, max(len(specs), 1)), initializer=_worker_init)
     try:
         for _index, n, err, _secs in pool.imap_unordered(_run_one, [(s, gnugo, str(out)) for s in specs]):
             if err:

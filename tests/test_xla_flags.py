@@ -1,5 +1,6 @@
 """Process settings made on import: YNNPACK off through XLA_FLAGS (jaxlib 0.10),
-the user's own setting kept, JAX still starts; glibc malloc tuned."""
+the user's own setting kept, JAX still starts; glibc malloc tuned. Worker
+pools that never fork a process with JAX loaded."""
 
 import os
 import platform
@@ -70,3 +71,27 @@ def test_malloc_keeps_large_buffers_unless_told_not_to():
     assert not tuned and mapped > 10**8 and kept < 10**8, (mapped, kept)
     tuned, _, _ = _malloc_run(MALLOC_ARENA_MAX="4")
     assert not tuned
+
+
+POOL_PROBE = """
+import os, alphalite
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))
+with alphalite.process_pool(2) as pool:
+    assert pool.map(abs, [-1, -2]) == [1, 2]
+before_jax = len(forks)
+import jax
+jax.numpy.ones(2).block_until_ready()
+with alphalite.process_pool(2) as pool:
+    assert pool.map(abs, [-3]) == [3]
+print(before_jax, len(forks) - before_jax)
+"""
+
+
+def test_process_pool_forks_only_before_jax_is_loaded():
+    """Forking a process whose JAX threads may hold locks can deadlock the
+    child: with JAX loaded the pool's workers come from a fork server."""
+    out = subprocess.run([sys.executable, "-c", POOL_PROBE], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["2", "0"]
+    assert "os.fork() was called" not in out.stderr
