@@ -30,9 +30,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b; done
 
-# Numba's cache checks only the file a kernel is defined in: kernels that
-# inline board.py code (features, dataset, search) keep the old code after
-# board.py changes until this is run.
+# Compiled Numba kernels and bytecode (alphalite/numba_cache.py already
+# rebuilds kernels whose sources changed).
 clean-cache:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print | xargs rm -rf
 

@@ -27,7 +27,9 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from alphalite import coords
+from alphalite import coords, numba_cache
+
+numba_cache.install()  # before the first kernel: cached kernels go stale with any kernel file
 
 EMPTY, BLACK, WHITE, WALL = 0, 1, -1, 2
 

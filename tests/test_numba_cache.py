@@ -1,0 +1,48 @@
+"""Numba's cache goes stale with any kernel file (alphalite.numba_cache): a
+kernel that inlines a board.py kernel is rebuilt after board.py changes,
+and kept when a file without kernels changes. Runs a copy of the packages in
+fresh processes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = '''from numba import njit
+
+from alphalite import board
+
+
+@njit(cache=True)
+def probe(p, W):
+    return board._nb(p, W, 0)  # inlined: the point above p
+'''
+
+
+def _run(root: Path) -> tuple[int, int]:
+    code = (f"import sys; sys.path.insert(0, {str(root)!r}); from alphalite import probe_kernel as k; "
+            "assert k.__file__.startswith(sys.path[0]); print(k.probe(50, 10), sum(k.probe.stats.cache_hits.values()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    value, hits = out.stdout.split()
+    return int(value), int(hits)
+
+
+def test_kernels_are_rebuilt_when_board_changes(tmp_path):
+    for pkg in ("alphalite", "search", "selfplay"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "alphalite" / "probe_kernel.py").write_text(PROBE)
+    assert _run(tmp_path) == (40, 0)  # compiled
+    assert _run(tmp_path) == (40, 1)  # from the cache
+    board_py = tmp_path / "alphalite" / "board.py"
+    text = board_py.read_text()
+    assert text.count("        return p - W\n") == 1
+    board_py.write_text(text.replace("        return p - W\n", "        return p - 2 * W\n"))
+    assert _run(tmp_path) == (30, 0)  # Numba alone would still load the old code: 40 from the cache
+    with open(tmp_path / "alphalite" / "gtp.py", "a") as f:
+        f.write("# no kernels here\n")
+    assert _run(tmp_path) == (30, 1)
