@@ -66,7 +66,9 @@ def process_pool(jobs: int, initializer=None):
     """A multiprocessing pool for CPU work that needs no JAX (SGF parsing,
     GNU Go games). Forked when JAX is not loaded (workers start at once);
     otherwise from a fork server: forking a process whose JAX threads may
-    hold locks can deadlock the child (Python warns of it)."""
+    hold locks can deadlock the child (Python warns of it). Fork-server
+    workers import the caller's main module, so a script that builds a
+    pool after importing JAX needs the ``if __name__ == "__main__":`` guard."""
     import multiprocessing
     import sys
 

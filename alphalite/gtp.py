@@ -66,7 +66,7 @@ class GtpFailure(Exception):
 class EngineConfig:
     engine: str = "random"  # random | policy | mcts
     checkpoint: str | None = None  # policy net: exported model folder or run folder
-    value_checkpoint: str | None = None  # value net (mcts): mixed with rollouts by lam
+    value_checkpoint: str | None = None  # value net: mcts mixes it with rollouts by lam; policy resigns by it
     lam: float = 0.5  # leaf value = lam * value net + (1 - lam) * rollout (with a value net)
     visits: int = 400  # mcts visits per move without a clock (a cap with one)
     batch: int = 8  # leaves per network call

@@ -1,23 +1,25 @@
 """Numba's on-disk cache, made stale by a change to any of our kernel files.
 
-Numba stamps a cached kernel with its own source file's mtime and size only.
-Our kernels call, and inline, kernels from other files (above all
-``board.py``), so after an edit or a ``git pull`` that touched board.py,
-``features.py``'s cached kernels would still run machine code built from
-the old board: wrong answers, not errors. ``install()`` puts a locator in
-front of Numba's own: for a function defined in this project's packages it
-takes the locator Numba would have used (the same cache folder) and
-replaces the stamp with the stamps of every package file that defines
-kernels. Other code's kernels are left to Numba. A user's
+Numba stamps a cached kernel with its own source file only. Our kernels
+call, and inline, kernels from other files (above all ``board.py``), so
+after an edit or a ``git pull`` that touched board.py, ``features.py``'s
+cached kernels would still run machine code built from the old board: wrong
+answers, not errors. ``install()`` puts a locator in front of Numba's own:
+for a function defined in this project's packages it takes the locator
+Numba would have used (the same cache folder) and adds to its stamp the
+content hashes of every package file that defines kernels, as this process
+imported them. Any kernel file's change thus rebuilds all our kernels once:
+broader than needed, but it stays right when a new call across files
+appears. Other code's kernels are left to Numba. A user's
 ``NUMBA_CACHE_LOCATOR_CLASSES`` replaces the whole list, ours included.
 
 Called by ``board.py`` before its first kernel: every kernel module imports
-board first.
-"""
+board first."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -40,16 +42,19 @@ def kernel_files() -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.cache
 def package_stamp() -> tuple:
-    """(name, mtime, size) of every kernel file, read anew each call so a
-    long-lived process still sees later edits for kernels it compiles later."""
+    """(name, sha1 of the text) of every kernel file, read once per process,
+    when ``install()`` runs: Numba compiles the code this process imported,
+    so a file edited later must not lend its stamp to kernels built from the
+    old text (they would be loaded as current by the next process)."""
     stamp = []
     for f in kernel_files():
         try:
-            st = os.stat(f)
+            digest = hashlib.sha1(Path(f).read_bytes()).hexdigest()
         except OSError:
             continue
-        stamp.append((os.path.relpath(f, ROOT), st.st_mtime, st.st_size))
+        stamp.append((os.path.relpath(f, ROOT), digest))
     return tuple(stamp)
 
 
@@ -73,6 +78,8 @@ class _PackageLocator:
         self._inner = inner
 
     def __getattr__(self, name):
+        if name == "_inner":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def get_source_stamp(self):
@@ -101,6 +108,7 @@ def install() -> bool:
     classes = getattr(_impl(caching), "_locator_classes", None)
     if not isinstance(classes, list):
         return False
+    package_stamp()  # the sources as this process imports them
     if _PackageLocator not in classes:
         classes.insert(0, _PackageLocator)
     return True

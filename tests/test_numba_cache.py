@@ -46,3 +46,27 @@ def test_kernels_are_rebuilt_when_board_changes(tmp_path):
     with open(tmp_path / "alphalite" / "gtp.py", "a") as f:
         f.write("# no kernels here\n")
     assert _run(tmp_path) == (30, 1)
+
+
+LONG_LIVED = '''import sys
+sys.path.insert(0, {root!r})
+from alphalite import board  # the old board.py is what this process runs
+p = {board_py!r}
+text = open(p).read()
+open(p, "w").write(text.replace("        return p - W\\n", "        return p - 2 * W\\n"))
+from alphalite import probe_kernel as k  # imported after the edit, compiled from the old board
+print(k.probe(50, 10))
+'''
+
+
+def test_kernels_built_from_old_code_are_not_stamped_new(tmp_path):
+    """A process that imported board.py before it changed compiles later
+    kernels from the old text: the next process must not load them."""
+    for pkg in ("alphalite", "search", "selfplay"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "alphalite" / "probe_kernel.py").write_text(PROBE)
+    code = LONG_LIVED.format(root=str(tmp_path), board_py=str(tmp_path / "alphalite" / "board.py"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["40"]
+    assert _run(tmp_path) == (30, 0)

@@ -144,20 +144,24 @@ def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):
     p_ref = _run_sl(_tiny_args(sample_data, ref, steps, 4))  # runs beside the one we kill
 
     run = tmp_path / "killed"
-    p = _run_sl(_tiny_args(sample_data, run, steps, 4))
-    deadline = time.time() + 240
-    while time.time() < deadline:  # kill -9 once a checkpoint beyond step 8 exists
-        done = _steps(run / "ckpt")
-        if any(s >= 8 for s in done) or p.poll() is not None:
-            break
-        time.sleep(0.05)
-    assert p.poll() is None, "run finished before it could be killed"
-    p.send_signal(signal.SIGKILL)
-    p.wait()
-    killed_at = max(_steps(run / "ckpt"))
-    assert 8 <= killed_at < steps
-    out, err = p_ref.communicate(timeout=300)
-    assert p_ref.returncode == 0, err[-2000:]
+    try:
+        p = _run_sl(_tiny_args(sample_data, run, steps, 4))
+        deadline = time.time() + 240
+        while time.time() < deadline:  # kill -9 once a checkpoint beyond step 8 exists
+            done = _steps(run / "ckpt")
+            if any(s >= 8 for s in done) or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert p.poll() is None, "run finished before it could be killed"
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        killed_at = max(_steps(run / "ckpt"))
+        assert 8 <= killed_at < steps
+        out, err = p_ref.communicate(timeout=300)
+        assert p_ref.returncode == 0, err[-2000:]
+    finally:
+        p_ref.kill()  # no-op once it has finished
+        p_ref.wait()
 
     p = _run_sl(_tiny_args(sample_data, run, steps, 4))
     out, err = p.communicate(timeout=300)
