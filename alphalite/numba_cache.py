@@ -28,33 +28,21 @@ PACKAGES = ("alphalite", "search", "selfplay")
 
 
 @functools.cache
-def kernel_files() -> tuple[str, ...]:
-    """The package files that define Numba kernels (an ``@njit`` line)."""
-    out = []
+def package_stamp() -> tuple:
+    """(name, sha1 of the text) of every package file that defines kernels
+    (an ``@njit`` line), read once per process, when ``install()`` runs:
+    Numba compiles the code this process imported, so a file edited later
+    must not lend its stamp to kernels built from the old text (they would be
+    loaded as current by the next process)."""
+    stamp = []
     for pkg in PACKAGES:
         for p in sorted((ROOT / pkg).glob("*.py")):
             try:
-                text = p.read_text(encoding="utf-8", errors="replace")
+                data = p.read_bytes()
             except OSError:
                 continue
-            if any(line.startswith("@njit") for line in text.splitlines()):
-                out.append(str(p))
-    return tuple(out)
-
-
-@functools.cache
-def package_stamp() -> tuple:
-    """(name, sha1 of the text) of every kernel file, read once per process,
-    when ``install()`` runs: Numba compiles the code this process imported,
-    so a file edited later must not lend its stamp to kernels built from the
-    old text (they would be loaded as current by the next process)."""
-    stamp = []
-    for f in kernel_files():
-        try:
-            digest = hashlib.sha1(Path(f).read_bytes()).hexdigest()
-        except OSError:
-            continue
-        stamp.append((os.path.relpath(f, ROOT), digest))
+            if any(line.startswith(b"@njit") for line in data.splitlines()):
+                stamp.append((os.path.relpath(p, ROOT), hashlib.sha1(data).hexdigest()))
     return tuple(stamp)
 
 

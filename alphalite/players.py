@@ -236,6 +236,7 @@ class PolicyNet:
         return np.asarray(p[0], np.float32), (None if self.value_model is None else float(v[0]))
 
     def priors(self, state) -> np.ndarray:
+        """float32 [A]: masked softmax over the legal moves."""
         return self.evaluate(state)[0]
 
 
