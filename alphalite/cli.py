@@ -98,7 +98,14 @@ def _add_gtp_arguments(p) -> None:
     p.add_argument("--value-checkpoint", help="value net: mcts mixes it with rollouts by --lambda; policy reports its winrate and resigns by it")
     p.add_argument("--lambda", dest="lam", type=float, default=0.5,
                    help="leaf value = lambda * value net + (1 - lambda) * rollout")
-    p.add_argument("--visits", type=int, default=400, help="mcts visits per move (a cap under a clock)")
+    p.add_argument("--visits", type=int, default=None,
+                   help="mcts visits per move, a cap with or without a clock (default: 400 without a clock; "
+                        "under one, no cap but the time)")
+    p.add_argument("--max-time", type=float, default=None,
+                   help="seconds a move may take at most, with or without a GTP clock (default: no limit without "
+                        "a clock; with one, what the clock allows)")
+    p.add_argument("--lag-buffer", type=float, default=0.2,
+                   help="seconds kept back on every move under a clock for pipes, servers and process scheduling")
     p.add_argument("--batch", type=int, default=8, help="leaves per network call")
     p.add_argument("--temperature", type=float, default=0.0, help="policy engine: 0 = best move, > 0 samples")
     p.add_argument("--resign-threshold", type=float, default=0.1, help="resign below this winrate (0..1)")

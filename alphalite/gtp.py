@@ -19,9 +19,12 @@ Errors use the canonical texts: ``unknown command``, ``syntax error``,
 ``illegal move``, ``unacceptable size``, ``cannot undo``, ``board not
 empty``, ``invalid number of stones``, ``cannot load file``.
 
-The engine answers ``name`` and ``protocol_version`` at once on start-up:
-Numba warm-up and network loading run in a background thread that
-``genmove`` waits for. Streaming analysis (``lz-analyze``,
+The engine answers ``name``, ``protocol_version`` and the other ``IDENTITY``
+commands at once on start-up, while Numba warm-up, network loading and
+compiling (read back from ``alphalite.jitcache``) run in a background thread;
+every other command waits for it, so the first ``genmove`` finds a warm
+engine. A move's time counts from the arrival of its ``genmove`` line
+(``serve`` stamps each line as it is read). Streaming analysis (``lz-analyze``,
 ``lz-genmove_analyze``) is done by ``Engine.stream`` from the main loop,
 which stops it when the next input line arrives; through ``handle`` the same
 commands run a short search and answer once.
@@ -52,6 +55,9 @@ VERSION = "0.1.0"
 PROTOCOL_VERSION = "2"
 BLACK, WHITE = 1, -1
 STREAMING = ("lz-analyze", "lz-genmove_analyze")
+# Answered at once on start-up; any other command first waits for the
+# warm-up, so a controller's clock never starts on a cold engine.
+IDENTITY = ("protocol_version", "name", "version", "known_command", "list_commands", "quit")
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 _ID = re.compile(r"[0-9]+\Z")
@@ -68,7 +74,9 @@ class EngineConfig:
     checkpoint: str | None = None  # policy net: exported model folder or run folder
     value_checkpoint: str | None = None  # value net: mcts mixes it with rollouts by lam; policy resigns by it
     lam: float = 0.5  # leaf value = lam * value net + (1 - lam) * rollout (with a value net)
-    visits: int = 400  # mcts visits per move without a clock (a cap with one)
+    visits: int | None = None  # mcts visits per move, a cap; None: players.DEFAULT_VISITS without a clock, none with one
+    max_time: float | None = None  # seconds a move may take at most, with or without a clock (KataGo's maxTime)
+    lag_buffer: float = 0.2  # seconds kept back per move under a clock for pipes and scheduling (KataGo's lagBuffer)
     batch: int = 8  # leaves per network call
     temperature: float = 0.0  # policy engine: 0 = argmax, > 0 samples p ** (1 / T)
     resign_threshold: float = 0.1  # winrate below which a move counts towards resigning
@@ -195,6 +203,7 @@ class Engine:
         self._net_error = ""
         self._ready = threading.Event()
         self._rng = None
+        self._arrived = time.perf_counter()  # when the command being answered was read
         self._time = None  # TimeSettings, set lazily
         self._clocks: dict[int, object] = {}
         self._resign = None
@@ -404,10 +413,15 @@ class Engine:
             return ""
         return self.execute(cmd)
 
-    def execute(self, cmd: Command) -> str:
+    def execute(self, cmd: Command, *, arrived: float | None = None) -> str:
+        """Answer one command. ``arrived``: ``time.perf_counter()`` when its
+        line was read (default: now); a move's time is counted from there."""
+        self._arrived = time.perf_counter() if arrived is None else arrived
         fn = self.commands.get(cmd.name)
         if fn is None:
             return frame(cmd.id, False, "unknown command")
+        if cmd.name not in IDENTITY:
+            self._ready.wait()
         try:
             if not _accepts(fn, len(cmd.args)):
                 raise GtpFailure("syntax error")
@@ -420,11 +434,14 @@ class Engine:
             self.log(f"{NAME}: internal error in {cmd.name!r}: {type(e).__name__}: {e}")
             return frame(cmd.id, False, f"internal error: {type(e).__name__}")
 
-    def stream(self, cmd: Command, write: Callable[[str], None], stop: Callable[[], bool]) -> None:
+    def stream(self, cmd: Command, write: Callable[[str], None], stop: Callable[[], bool], *,
+               arrived: float | None = None) -> None:
         """``lz-analyze`` / ``lz-genmove_analyze`` with output as it comes:
         ``=id``, then an ``info ...`` line every interval, until ``stop()``
         (analysis) or the move is chosen (``play <vertex>``), then the blank
         line."""
+        self._arrived = time.perf_counter() if arrived is None else arrived
+        self._ready.wait()
         try:
             color, interval = self._analyze_args(cmd.args, cmd.name == "lz-genmove_analyze")
         except GtpFailure as e:
@@ -670,12 +687,17 @@ class Engine:
     def _genmove(self, color: int, *, commit: bool = True, cleanup: bool = False, callback=None) -> str:
         from alphalite import board, players
 
-        t0 = time.perf_counter()
+        t0 = self._arrived  # everything from the command's arrival is charged to the move
         self._ready.wait()
         tc = self._timing()
         state = self._with_to_play(self.state, color)
         n2 = self.size * self.size
-        budget = tc.allocate(self._time, self._clocks[color], state.move_number, n2)
+        budget = tc.allocate(self._time, self._clocks[color], state.move_number, n2, lag=self.config.lag_buffer)
+        if self.config.max_time is not None:
+            budget = self.config.max_time if budget is None else min(budget, self.config.max_time)
+        allocated = budget
+        if budget is not None:  # what the wait for warm-up (or anything else) took is gone
+            budget = max(budget - (time.perf_counter() - t0), tc.MIN_MOVE)
         cand = players.candidate_moves(state)
         decision = None
         if cleanup:
@@ -700,7 +722,7 @@ class Engine:
         elapsed = time.perf_counter() - t0
         wr = "" if decision.winrate is None else f" winrate {decision.winrate:.3f}"
         self.log(f"{NAME}: {'B' if color == BLACK else 'W'} {self._to_gtp(move)}{wr} visits {decision.visits} "
-                 f"in {elapsed:.2f} s" + (f" (budget {budget:.2f} s)" if budget is not None else "")
+                 f"in {elapsed:.2f} s" + (f" (budget {allocated:.2f} s)" if allocated is not None else "")
                  + (f" [{decision.note}]" if decision.note else ""))
         if not commit:
             return self._to_gtp(move)
@@ -918,7 +940,7 @@ class Engine:
 
     def cmd_lz_analyze(self, *args):
         color, _ = self._analyze_args(args, False)
-        out = self._analyze(color, None, max_visits=min(self.config.visits, 200))
+        out = self._analyze(color, None, max_visits=min(self.config.visits or 200, 200))
         return self._info_line(out.tree)
 
     def cmd_lz_genmove_analyze(self, *args):
@@ -1051,7 +1073,7 @@ def serve(engine: Engine, stdin=None, stdout=None) -> int:
     def reader():
         try:
             for raw in iter(stdin.readline, b""):
-                lines.put(raw)
+                lines.put((raw, time.perf_counter()))  # a move's clock starts when its line arrives
         except (OSError, ValueError):
             pass
         finally:
@@ -1065,16 +1087,17 @@ def serve(engine: Engine, stdin=None, stdout=None) -> int:
 
     try:
         while not engine.quit:
-            raw = lines.get()
-            if raw is None:
+            item = lines.get()
+            if item is None:
                 break
+            raw, arrived = item
             cmd = parse(raw.decode("utf-8", "replace"))
             if cmd is None:
                 continue
             if cmd.name in STREAMING:
-                engine.stream(cmd, write, stop=lambda: not lines.empty())
+                engine.stream(cmd, write, stop=lambda: not lines.empty(), arrived=arrived)
             else:
-                write(engine.execute(cmd))
+                write(engine.execute(cmd, arrived=arrived))
     except (BrokenPipeError, ConnectionResetError):
         return 0
     except KeyboardInterrupt:
@@ -1084,7 +1107,8 @@ def serve(engine: Engine, stdin=None, stdout=None) -> int:
 
 def config_from_args(args) -> EngineConfig:
     return EngineConfig(engine=args.engine, checkpoint=args.checkpoint, value_checkpoint=args.value_checkpoint,
-                        lam=args.lam, visits=args.visits, batch=args.batch, temperature=args.temperature,
+                        lam=args.lam, visits=args.visits, max_time=args.max_time,
+                        lag_buffer=args.lag_buffer, batch=args.batch, temperature=args.temperature,
                         resign_threshold=args.resign_threshold, resign_moves=args.resign_moves,
                         resign=not args.no_resign, komi=args.komi, size=args.size, seed=args.seed,
                         score_playouts=args.score_playouts)
@@ -1097,8 +1121,11 @@ def run(args) -> int:
         raise FileNotFoundError(f"checkpoint not found: {cfg.checkpoint}")
     if cfg.value_checkpoint and not os.path.exists(cfg.value_checkpoint):
         raise FileNotFoundError(f"value checkpoint not found: {cfg.value_checkpoint}")
-    if cfg.visits < 0 or cfg.batch < 1 or not 0 <= cfg.lam <= 1:
+    if (cfg.visits is not None and cfg.visits < 0) or cfg.batch < 1 or not 0 <= cfg.lam <= 1:
         raise ValueError("--visits must be >= 0, --batch >= 1 and --lambda in [0, 1]")
+    from alphalite import jitcache
+
+    jitcache.enable()
     code = serve(Engine(cfg))
     # The stdin reader is a daemon thread blocked in readline; leave without
     # the interpreter's shutdown touching it.

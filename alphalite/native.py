@@ -38,7 +38,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ALPHALITE_CACHE") or Path.home() / ".cache" / "alphalite")
 
 
-def _cpu_id() -> str:
+def cpu_id() -> str:
     """What -march=native compiles for: the CPU model and its flags."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
@@ -51,7 +51,7 @@ def _build() -> Path:
     cxx = os.environ.get("CXX", "c++")
     cmd = [cxx, "-O3", "-march=native", "-shared", "-fPIC", "-std=c++17", "-w",
            f"-I{jax.ffi.include_dir()}"]
-    parts = [SOURCE.read_text(), jaxlib.__version__, _cpu_id(), " ".join(cmd)]
+    parts = [SOURCE.read_text(), jaxlib.__version__, cpu_id(), " ".join(cmd)]
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     out = cache_dir() / f"native_tn-{key}.so"
     if out.exists():

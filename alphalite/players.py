@@ -339,15 +339,22 @@ def max_tree_visits(size: int) -> int:
     return int(TREE_BYTES // (25 * (size * size + 1)))
 
 
+DEFAULT_VISITS = 400  # visits a move without a clock, when none are given
+
+
 class MctsPlayer:
+    """PUCT search as a player. ``visits`` caps every search, with or without
+    a clock; None: ``DEFAULT_VISITS`` without a clock, and under one only
+    the time budget (and the tree's memory, ``max_tree_visits``) ends it."""
+
     name = "mcts"
     has_prior = False
 
-    def __init__(self, evaluate_fn, params=None, *, visits: int = 400, batch_size: int = 8,
+    def __init__(self, evaluate_fn, params=None, *, visits: int | None = None, batch_size: int = 8,
                  prior_fn: Callable | None = None, label: str = "mcts"):
         self.evaluate_fn = evaluate_fn
         self.params = params
-        self.visits = int(visits)
+        self.visits = None if visits is None else int(visits)
         self.batch_size = int(batch_size)
         self.prior_fn = prior_fn
         self.label = label
@@ -387,7 +394,9 @@ class MctsPlayer:
         clock a tree that would eat a real share of the budget is dropped,
         and the time reuse took is taken off the search's budget."""
         t0 = time.perf_counter()
-        visits = self.visits if max_visits is None else max_visits
+        visits = max_visits
+        if visits is None:
+            visits = DEFAULT_VISITS if self.visits is None else self.visits
         if (max_seconds is not None and self.tree is not None
                 and self.tree.num_nodes * ADVANCE_SECONDS_PER_NODE > REUSE_SHARE * max_seconds):
             self.tree = None
@@ -400,8 +409,10 @@ class MctsPlayer:
         return out
 
     def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
-        # With a clock, the budget rules and the visit cap only guards memory.
-        cap = self.visits if budget is None else max(self.visits, max_tree_visits(state.size))
+        if self.visits is not None:
+            cap = self.visits
+        else:
+            cap = DEFAULT_VISITS if budget is None else max_tree_visits(state.size)
         out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback)
         tree = out.tree
         n2 = state.size * state.size

@@ -21,6 +21,10 @@ for one move, or None when there is no limit:
   the move is made inside it);
 * in overtime the margin is ``LAG`` plus 5% (Canadian) or 10% (byo-yomi)
   of the period; the result is always at least ``MIN_MOVE``.
+
+The engine counts a move's time from the moment the ``genmove`` line was
+read, so whatever it waits for (a warm-up still running, a command sent
+ahead of it) is charged to the move.
 """
 
 from __future__ import annotations
@@ -141,25 +145,28 @@ def expected_moves_left(move_number: int, board_points: int) -> float:
     return max(0.25 * board_points + 10.0, (0.7 * board_points - move_number) / 2.0)
 
 
-def allocate(settings: TimeSettings, clock: Clock, move_number: int, board_points: int) -> float | None:
-    """Seconds to think on this move (see the module docstring); None = no limit."""
+def allocate(settings: TimeSettings, clock: Clock, move_number: int, board_points: int,
+             lag: float = LAG) -> float | None:
+    """Seconds to think on this move (see the module docstring), counted from
+    the ``genmove``'s arrival; None = no limit. ``lag``: seconds kept back per
+    move (``LAG`` by default; KataGo's lagBuffer)."""
     if settings.kind == NONE:
         return None
     moves = expected_moves_left(move_number, board_points)
     if not clock.in_overtime:
         budget = clock.main
-        t = 0.95 * budget / moves - LAG
+        t = 0.95 * budget / moves - lag
         if settings.kind == CANADIAN and settings.stones > 0:
-            t += 0.5 * max(settings.period / settings.stones - LAG, 0.0)
+            t += 0.5 * max(settings.period / settings.stones - lag, 0.0)
         elif settings.kind == BYOYOMI:
-            t += 0.5 * max(settings.period - LAG, 0.0)
+            t += 0.5 * max(settings.period - lag, 0.0)
         t = min(t, 0.25 * budget) if settings.kind == ABSOLUTE else t
         return max(t, MIN_MOVE)
     if settings.kind == CANADIAN:
         stones = max(clock.stones_left, 1)
-        margin = LAG + 0.05 * clock.period_left
+        margin = lag + 0.05 * clock.period_left
         return max((clock.period_left - margin) / stones, MIN_MOVE)
     if settings.kind == BYOYOMI:
         period = clock.period_left if clock.period_left > 0 else settings.period
-        return max(period - LAG - 0.1 * period, MIN_MOVE)
+        return max(period - lag - 0.1 * period, MIN_MOVE)
     return MIN_MOVE

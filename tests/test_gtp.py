@@ -173,13 +173,14 @@ def test_startup_answers_at_once(tmp_path):
         assert ok and re.search(r"(?m)^play ([A-HJ][1-9]|pass)$", body), body
         ok, board = eng.ask("6 showboard")
         assert board.count("O") == 1 and board.count("X") == 1
-        # under a clock the search stops on time, whatever --visits says
+        # under a clock --visits stays a cap (tests/test_clock.py): 32 visits
+        # come back well inside the 0.75 s the clock allows
         assert eng.ask("7 time_settings 300 0 0") == (True, "")
         assert eng.ask("8 time_left b 30 0") == (True, "")
         t0 = time.perf_counter()
         ok, move = eng.ask("9 genmove b")
         took = time.perf_counter() - t0
-        assert ok and 0.3 < took < 3.0, took  # about 0.95 * 30 / 30 - 0.2 s
+        assert ok and took < 3.0, took
         assert eng.ask("10 kgs-time_settings byoyomi 0 1 3") == (True, "")
         t0 = time.perf_counter()
         ok, move = eng.ask("11 genmove w")
