@@ -101,3 +101,58 @@ def test_max_time_bounds_a_move_with_or_without_a_clock():
     eng.handle("genmove b")
     (_, took, budget), = _moves(logs)
     assert budget == 0.3 and took < 0.3 + 0.15, logs[-1]
+
+
+_PROBE = r"""
+import json, logging, sys
+from numba.core.registry import CPUDispatcher
+import jax
+from alphalite import gtp
+
+def overloads():
+    return {f"{name}.{k}": len(v.overloads) for name, mod in list(sys.modules.items())
+            if name.startswith(("alphalite", "search", "selfplay")) and mod is not None
+            for k, v in list(vars(mod).items()) if isinstance(v, CPUDispatcher)}
+
+compiles = []
+class Seen(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("Compiling"):
+            compiles.append(record.getMessage()[:80])
+jax.config.update("jax_log_compiles", True)
+logging.getLogger("jax").addHandler(Seen())
+root, warm = sys.argv[1], sys.argv[2] == "1"
+cfg = gtp.EngineConfig(engine="mcts", checkpoint=f"{root}/checkpoints/policy9",
+                       value_checkpoint=f"{root}/checkpoints/value9", size=9, visits=32)
+eng = gtp.Engine(cfg, log=lambda m: None, warmup=warm)
+eng._ready.wait()
+if not warm:  # a cold engine still needs its net loaded
+    eng._load()
+before = overloads()
+del compiles[:]
+for c in "bwb":
+    assert eng.handle(f"genmove {c}").startswith("= ")
+new = sorted(k for k, v in overloads().items() if v != before.get(k, 0))
+print(json.dumps({"numba": new, "jax": compiles}))
+"""
+
+
+def test_warm_up_leaves_nothing_for_the_first_moves(tmp_path):
+    """After the warm-up, genmove loads no Numba kernel and compiles no JAX
+    function (from a cold cache either can take seconds of the first move's
+    time). The same probe on an engine that did not warm up sees both, so it
+    can see them."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    seen = {}
+    for warm in ("1", "0"):
+        out = subprocess.run([sys.executable, "-c", _PROBE, str(root), warm], capture_output=True, text=True,
+                             timeout=300, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr[-2000:]
+        seen[warm] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["1"] == {"numba": [], "jax": []}, seen["1"]
+    assert seen["0"]["numba"] and seen["0"]["jax"], seen["0"]
