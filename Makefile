@@ -2,16 +2,40 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Exact versions (with hashes) of the runtime and test dependencies: the
+# ones the suite was measured on. `make lock` refreshes it (README).
+LOCK := requirements.lock
+PIP_VERSION := 26.3
+UV_VERSION := 0.13.9
+# uv lives beside the venv's packages, not among them, so `pip freeze` in
+# the venv stays equal to the lock.
+UV := $(VENV)/uv/bin/uv
+LOCK_ARGS := pyproject.toml --extra test --universal --python-version 3.11 \
+	--generate-hashes --custom-compile-command 'make lock' -o $(LOCK)
 
-.PHONY: test demo install gnugo bench clean clean-cache
+.PHONY: test demo install lock lock-upgrade gnugo bench clean clean-cache
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q pip==$(PIP_VERSION)
+	$(BIN)/pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip check
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(UV):
+	$(PY) -m pip install -q --target $(VENV)/uv uv==$(UV_VERSION)
+
+# Re-resolve after editing the dependencies in pyproject.toml: pins already
+# in the lock are kept where they still fit.
+lock: $(UV)
+	$(UV) pip compile -q $(LOCK_ARGS)
+
+# Every dependency to its newest release that pyproject.toml allows.
+lock-upgrade: $(UV)
+	$(UV) pip compile -q --upgrade $(LOCK_ARGS)
 
 # GNU Go is the rules oracle and reference opponent. Installed when we are
 # root; otherwise its tests report themselves skipped with the reason.
