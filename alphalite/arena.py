@@ -810,8 +810,8 @@ def add_arguments(p) -> None:
     mode.add_argument("--gauntlet", metavar="NAME", help="NAME against each of the others")
     p.add_argument("--games", type=int, default=10, help="games per pairing (colours alternate); "
                                                          "raise it and rerun to extend")
-    p.add_argument("--size", type=int, default=9)
-    p.add_argument("--komi", type=float, default=7.0)
+    p.add_argument("--size", type=int, default=9, help="board size")
+    p.add_argument("--komi", type=float, default=7.0, help="komi of every game")
     p.add_argument("--handicap", type=int, default=0, help="fixed handicap stones for Black (2..9)")
     p.add_argument("--time", action="append", default=[], metavar="[NAME=]MAIN/BYO/STONES",
                    help="GTP time_settings in seconds for NAME (or all engines), e.g. 10/1/1; "
@@ -823,7 +823,7 @@ def add_arguments(p) -> None:
     p.add_argument("--jobs", type=int, default=1, help="games played at once (worker processes)")
     p.add_argument("--anchor", help="engine whose Elo is fixed (default: the first opponent in a gauntlet, "
                                     "else the last engine)")
-    p.add_argument("--anchor-elo", type=float, default=0.0)
+    p.add_argument("--anchor-elo", type=float, default=0.0, help="Elo given to the anchor engine")
     p.add_argument("--sprt", default="", metavar="elo0=0,elo1=35,alpha=0.05,beta=0.05",
                    help="gate the first engine (candidate) against the second (current best); stops early")
     p.add_argument("--out", required=True, help="tournament folder (created, or resumed)")

@@ -5,6 +5,25 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to an option's help unless the help already
+    speaks of its default or it has none worth showing (None, "", [])."""
+
+    def _get_help_string(self, action):
+        help_ = action.help or ""
+        if action.default is None or action.default in ("", []) or "default" in help_:
+            return help_
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    # Subparsers are made with the parent's class, so every one formats the same.
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def _data_build(args):
@@ -111,14 +130,15 @@ def _add_gtp_arguments(p) -> None:
     p.add_argument("--resign-threshold", type=float, default=0.1, help="resign below this winrate (0..1)")
     p.add_argument("--resign-moves", type=int, default=3, help="... for this many own moves in a row")
     p.add_argument("--no-resign", action="store_true", help="never resign")
-    p.add_argument("--komi", type=float, default=7.5)
+    p.add_argument("--komi", type=float, default=7.5, help="komi until a GTP komi command changes it")
     p.add_argument("--size", type=int, default=19, help="initial board size (boardsize changes it)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random generator (sampling, search, playouts)")
     p.add_argument("--score-playouts", type=int, default=128, help="random playouts per dead-stone estimate")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="alphalite", description="AlphaGo-style Go engine")
+    p = _Parser(prog="alphalite", description="AlphaGo-style Go engine")
+    p.add_argument("--version", action="version", version=f"%(prog)s {metadata.version('alphalite')}")
     sub = p.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="build and inspect game datasets")
@@ -139,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     gg.add_argument("--games", type=int, required=True, help="games wanted in the folder (a rerun continues)")
     gg.add_argument("--size", type=int, default=9, help="board size")
     gg.add_argument("--level", default="1", help="GNU Go level 1..10, or a comma list cycled by game")
-    gg.add_argument("--komi", type=float, default=7.0)
+    gg.add_argument("--komi", type=float, default=7.0, help="komi of every game")
     gg.add_argument("--seed", type=int, default=0, help="seed for the per-game GNU Go seeds and openings")
     gg.add_argument("--random-moves", type=int, default=4,
                     help="up to this many random opening stones per game (written as setup)")
@@ -197,13 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
     vd.add_argument("--out", required=True, help="output dataset folder (continued if it exists)")
     vd.add_argument("--games", type=int, default=1024, help="games the folder should hold")
     vd.add_argument("--batch", type=int, default=64, help="games played at once")
-    vd.add_argument("--komi", type=float, default=7.5)
+    vd.add_argument("--komi", type=float, default=7.5, help="komi of every game")
     vd.add_argument("--u-max", type=int, default=None, help="U is uniform on 0..u_max (default 3/4 of the points)")
     vd.add_argument("--temperature", type=float, default=1.0, help="policy sampling temperature")
     vd.add_argument("--allow-self-atari", action="store_true",
                     help="let the policies put their own groups in atari and take kos (off by default: weak "
                          "policies then fill their own liberties and fight kos to the move cap)")
-    vd.add_argument("--seed", type=int, default=0)
+    vd.add_argument("--seed", type=int, default=0, help="seed of the games: U, the random move, the sampling")
     vd.add_argument("--max-minutes", type=float, default=0.0, help="stop after this many minutes (0 = no limit)")
     vd.add_argument("--quiet", action="store_true", help="no progress bar")
     vd.set_defaults(func=_value_data)

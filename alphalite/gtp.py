@@ -48,10 +48,11 @@ import re
 import sys
 import threading
 import time
+from importlib import metadata
 from typing import Callable
 
 NAME = "alphalite"
-VERSION = "0.1.0"
+VERSION = metadata.version("alphalite")  # pyproject.toml's, as installed
 PROTOCOL_VERSION = "2"
 BLACK, WHITE = 1, -1
 STREAMING = ("lz-analyze", "lz-genmove_analyze")
