@@ -7,10 +7,13 @@ the batch over XLA's intra-op thread pool and reaches about 130 on two cores
 (it was 40% of a b6c64 19x19 training step). It is an XLA FFI custom call,
 compiled with the system's C++ compiler (``$CXX``, else ``c++``) against
 jaxlib's FFI headers the first time it is needed, and cached by source,
-jaxlib version and CPU under ``$ALPHALITE_CACHE`` (default
-``~/.cache/alphalite``). Without a compiler, with ``ALPHALITE_NATIVE=0``, off
-the CPU, or for other dtypes and shapes the einsum runs instead, so the
-results are the same to float32 rounding either way.
+jaxlib version, CPU and target under ``$ALPHALITE_CACHE`` (default
+``~/.cache/alphalite``). Training builds it for ``-march=native``;
+``load(march)`` builds it for another target (the tests run the AVX2 build,
+``x86-64-v3``, on any x86 host, so no AVX-512 path goes untested). Without
+a compiler, with ``ALPHALITE_NATIVE=0``, off the CPU, or for other dtypes and
+shapes the einsum runs instead, so the results are the same to float32
+rounding either way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import functools
 import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -47,9 +51,10 @@ def cpu_id() -> str:
         return platform.processor() or platform.machine()
 
 
-def _build() -> Path:
+def build(march: str = "native") -> Path:
+    """The kernel compiled for ``-march=MARCH`` (cached; compiled on a miss)."""
     cxx = os.environ.get("CXX", "c++")
-    cmd = [cxx, "-O3", "-march=native", "-shared", "-fPIC", "-std=c++17", "-w",
+    cmd = [cxx, "-O3", f"-march={march}", "-shared", "-fPIC", "-std=c++17", "-w",
            f"-I{jax.ffi.include_dir()}"]
     parts = [SOURCE.read_text(), jaxlib.__version__, cpu_id(), " ".join(cmd)]
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
@@ -69,16 +74,24 @@ def _build() -> Path:
 
 
 @functools.cache
+def load(march: str = "native") -> str:
+    """Build, load and register the kernel for ``-march=MARCH`` once per
+    process; its FFI target name (``TARGET`` for native). Raises OSError or
+    SubprocessError when it cannot be built or loaded."""
+    lib = ctypes.cdll.LoadLibrary(str(build(march)))  # the cache keeps it loaded
+    name = TARGET if march == "native" else f"{TARGET}_{re.sub(r'[^0-9A-Za-z]', '_', march)}"
+    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(lib.AlphaliteTn), platform="cpu")
+    return name
+
+
+@functools.cache
 def _library():
-    """Build, load and register the kernel once per process (the cache also
-    keeps the library loaded); None, after one warning on stderr, when that
-    is not possible."""
+    """The native kernel's target, or None, after one warning on stderr,
+    when it cannot be used."""
     if os.environ.get("ALPHALITE_NATIVE", "1") == "0":
         return None
     try:
-        lib = ctypes.cdll.LoadLibrary(str(_build()))
-        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.AlphaliteTn), platform="cpu")
-        return lib
+        return load()
     except (OSError, subprocess.SubprocessError, AttributeError) as e:
         detail = (getattr(e, "stderr", "") or str(e)).strip().splitlines()
         print(f"alphalite: native CPU kernel unavailable, using XLA's product ({detail[-1] if detail else e!r})",
@@ -94,15 +107,18 @@ def _einsum(v, d):
     return jnp.einsum("anc,ank->ack", v, d)
 
 
-def _native(v, d):
+def _native(v, d, target=TARGET):
     out = jax.ShapeDtypeStruct((v.shape[0], v.shape[2], d.shape[2]), jnp.float32)
-    return jax.ffi.ffi_call(TARGET, out)(v, d)
+    return jax.ffi.ffi_call(target, out)(v, d)
 
 
-def batched_tn(v, d):
+def batched_tn(v, d, *, march: str = "native"):
     """``einsum("anc,ank->ack", v, d)``, by the native kernel on the CPU when
-    it can be used (float32, K a multiple of 32)."""
-    if (v.dtype != jnp.float32 or d.dtype != jnp.float32 or d.shape[2] % 32 or v.shape[:2] != d.shape[:2]
-            or not available()):
+    it can be used (float32, K a multiple of 32). ``march`` other than
+    native: the kernel built for that target, which must build."""
+    if v.dtype != jnp.float32 or d.dtype != jnp.float32 or d.shape[2] % 32 or v.shape[:2] != d.shape[:2]:
         return _einsum(v, d)
-    return lax.platform_dependent(v, d, cpu=_native, default=_einsum)
+    target = _library() if march == "native" else load(march)
+    if target is None:
+        return _einsum(v, d)
+    return lax.platform_dependent(v, d, cpu=functools.partial(_native, target=target), default=_einsum)

@@ -11,27 +11,40 @@
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
-typedef float v16 __attribute__((vector_size(64)));
+
+// A block of outputs is CB rows by two vectors, all held in registers: 8 x 2
+// of 16 floats with AVX-512's 32 registers; 6 x 2 of 8 floats with AVX2's 16
+// (the AVX-512 shape compiled for AVX2 spills to the stack and ran 30x
+// slower). tests/test_winograd.py builds both.
+#ifdef __AVX512F__
+typedef float vec __attribute__((vector_size(64)));
+constexpr int CBMAX = 8;
+#else
+typedef float vec __attribute__((vector_size(32)));
+constexpr int CBMAX = 6;
+#endif
+constexpr int W = sizeof(vec) / sizeof(float);
+constexpr int KB = 2 * W;  // output columns per block; K % 32 == 0 makes it whole
 
 // Rows go in chunks so that both inputs' rows stay in the L2 cache while
 // every output block passes over them.
 constexpr int64_t CHUNK = 256;
 
-// out[c0:c0+CB, k0:k0+32] (+)= rows n0..n1 of v[:, c0:c0+CB]^T d[:, k0:k0+32].
+// out[c0:c0+CB, k0:k0+KB] (+)= rows n0..n1 of v[:, c0:c0+CB]^T d[:, k0:k0+KB].
 template <int CB>
 static void block(const float* v, const float* d, float* out, int64_t n0, int64_t n1, int64_t c, int64_t k,
                   int64_t c0, int64_t k0) {
-  v16 acc[CB][2] = {};
+  vec acc[CB][2] = {};
   if (n0 > 0) {
     for (int r = 0; r < CB; ++r) {
-      std::memcpy(&acc[r][0], out + (c0 + r) * k + k0, sizeof(v16));
-      std::memcpy(&acc[r][1], out + (c0 + r) * k + k0 + 16, sizeof(v16));
+      std::memcpy(&acc[r][0], out + (c0 + r) * k + k0, sizeof(vec));
+      std::memcpy(&acc[r][1], out + (c0 + r) * k + k0 + W, sizeof(vec));
     }
   }
   for (int64_t i = n0; i < n1; ++i) {
-    v16 d0, d1;
-    std::memcpy(&d0, d + i * k + k0, sizeof(v16));
-    std::memcpy(&d1, d + i * k + k0 + 16, sizeof(v16));
+    vec d0, d1;
+    std::memcpy(&d0, d + i * k + k0, sizeof(vec));
+    std::memcpy(&d1, d + i * k + k0 + W, sizeof(vec));
     const float* vr = v + i * c + c0;
     for (int r = 0; r < CB; ++r) {
       acc[r][0] += vr[r] * d0;
@@ -39,19 +52,19 @@ static void block(const float* v, const float* d, float* out, int64_t n0, int64_
     }
   }
   for (int r = 0; r < CB; ++r) {
-    std::memcpy(out + (c0 + r) * k + k0, &acc[r][0], sizeof(v16));
-    std::memcpy(out + (c0 + r) * k + k0 + 16, &acc[r][1], sizeof(v16));
+    std::memcpy(out + (c0 + r) * k + k0, &acc[r][0], sizeof(vec));
+    std::memcpy(out + (c0 + r) * k + k0 + W, &acc[r][1], sizeof(vec));
   }
 }
 
-// One batch element; k is a multiple of 32.
+// One batch element; k is a multiple of KB.
 static void product(const float* v, const float* d, float* out, int64_t n, int64_t c, int64_t k) {
   for (int64_t n0 = 0; n0 < n; n0 += CHUNK) {
     int64_t n1 = n0 + CHUNK < n ? n0 + CHUNK : n;
-    for (int64_t k0 = 0; k0 < k; k0 += 32) {
+    for (int64_t k0 = 0; k0 < k; k0 += KB) {
       int64_t c0 = 0;
-      for (; c0 + 8 <= c; c0 += 8) block<8>(v, d, out, n0, n1, c, k, c0, k0);
-      switch (c - c0) {
+      for (; c0 + CBMAX <= c; c0 += CBMAX) block<CBMAX>(v, d, out, n0, n1, c, k, c0, k0);
+      switch (c - c0) {  // fewer than CBMAX rows left
         case 7: block<7>(v, d, out, n0, n1, c, k, c0, k0); break;
         case 6: block<6>(v, d, out, n0, n1, c, k, c0, k0); break;
         case 5: block<5>(v, d, out, n0, n1, c, k, c0, k0); break;

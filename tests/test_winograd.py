@@ -1,6 +1,8 @@
 """Winograd F(m x m, 3x3) convolution against XLA's, values and gradients."""
 
+import functools
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -79,6 +81,30 @@ def test_native_weight_gradient_matches_einsum(a, n, c, k):
     want = np.einsum("anc,ank->ack", v.astype(np.float64), d.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     assert (native.TARGET in f.lower(v, d).as_text()) == native.available()
+
+
+AVX2 = "x86-64-v3"  # AVX2 + FMA: AMD Zen 1-3, Intel Haswell on; no AVX-512
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64-v3 is an x86 target")
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler")
+@pytest.mark.parametrize("a,n,c,k", [(36, 1600, 64, 64), (3, 1, 13, 96), (1, 257, 1, 32)])
+def test_native_kernel_built_for_avx2_matches_einsum(a, n, c, k):
+    """The kernel compiled for x86-64-v3, as -march=native builds it on an
+    AVX2-only host, agrees with the einsum on any x86 host, and holds no
+    AVX-512 instruction (no zmm register), so a host with AVX-512 tests the
+    code an AVX2 host runs."""
+    rng = np.random.default_rng(a + n)
+    v = rng.standard_normal((a, n, c)).astype(np.float32)
+    d = rng.standard_normal((a, n, k)).astype(np.float32)
+    f = jax.jit(functools.partial(native.batched_tn, march=AVX2))
+    got = np.asarray(f(v, d))
+    want = np.einsum("anc,ank->ack", v.astype(np.float64), d.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert native.load(AVX2) in f.lower(v, d).as_text() and native.load(AVX2) != native.TARGET
+    if shutil.which("objdump"):
+        asm = subprocess.run(["objdump", "-d", str(native.build(AVX2))], capture_output=True, text=True).stdout
+        assert "ymm" in asm and "zmm" not in asm
 
 
 def test_native_kernel_falls_back_where_it_cannot_run():
