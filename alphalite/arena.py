@@ -881,7 +881,8 @@ def demo_match(out_dir, *, games: int = 4, jobs: int = 2) -> dict:
         print("arena demo skipped: GNU Go is not installed (apt-get install gnugo, or brew install gnu-go)")
         return {"skipped": "gnugo not installed"}
     t = Tournament(
-        engines=(EngineSpec("alphalite-mcts", "@alphalite --engine mcts --visits 200 --size 9 --seed {seed}"),
+        engines=(EngineSpec("alphalite-mcts", "@alphalite --engine mcts --checkpoint none --visits 200 --size 9 "
+                                              "--seed {seed}"),
                  EngineSpec("gnugo-l1", "@gnugo --level 1 --seed {seed}")),
         games=games, size=9, komi=7.0, max_moves=160, timeout=60.0, anchor="gnugo-l1")
     print(f"arena: {games} games on 9x9, {t.engines[0].name} (rollout MCTS, 200 visits) vs "

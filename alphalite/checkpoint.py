@@ -11,6 +11,11 @@ A run folder holds::
 An exported model (what ships under checkpoints/) is a folder with
 ``model.json`` (model name, board size, feature preset, ...) and
 ``variables/`` (an Orbax PyTree of params and batch stats).
+
+The shipped nets are the package data ``alphalite.checkpoints``
+(pyproject.toml maps the repository's ``checkpoints/`` folder there), so
+``resolve("policy19")`` finds one from any working folder; a path that
+exists wins over a name.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,48 @@ import numpy as np
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint that is missing or unreadable."""
+    """A checkpoint that is missing, unreadable or not the net asked for."""
+
+
+SHIPPED = "alphalite.checkpoints"  # the package holding the shipped nets
+# The strongest shipped configuration per board size (docs/strength.md):
+# search with this policy net's priors and this value net's leaf values.
+DEFAULT_NETS: dict[int, tuple[str, str]] = {9: ("policy9", "value9"), 19: ("policy19", "value19sp")}
+
+
+def shipped_dir() -> Path:
+    """The folder of the shipped nets (package data ``alphalite.checkpoints``)."""
+    try:
+        return Path(str(resources.files(SHIPPED)))
+    except ModuleNotFoundError:  # an install from before the nets were package data
+        raise CheckpointError(f"the shipped nets ({SHIPPED}) are not installed: reinstall alphalite "
+                              "(make install)") from None
+
+
+def shipped_names() -> list[str]:
+    """Names of the shipped nets (``policy19``, ``value9``, ...)."""
+    return sorted(p.name for p in shipped_dir().iterdir() if (p / "model.json").is_file())
+
+
+def shipped(name: str) -> Path:
+    """The folder of the shipped net ``name``."""
+    d = shipped_dir() / name
+    if os.sep in name or name in ("", ".", "..") or not (d / "model.json").is_file():
+        raise CheckpointError(f"no shipped net {name!r} (shipped: {', '.join(shipped_names())})")
+    return d
+
+
+def resolve(ref: str | os.PathLike) -> Path:
+    """The folder of a checkpoint given by path (wins when it exists) or by
+    the name of a shipped net."""
+    p = Path(ref).expanduser()
+    if p.exists():
+        return p
+    try:
+        return shipped(str(ref))
+    except CheckpointError:
+        raise CheckpointError(f"checkpoint not found: {ref} is neither a path nor a shipped net "
+                              f"({', '.join(shipped_names())})") from None
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
@@ -121,11 +168,9 @@ def export_model(out_dir: str | os.PathLike, variables: dict, model_info: dict,
 
 
 def find_model_dir(path: str | os.PathLike) -> Path:
-    """Accept an exported model folder, or a run folder (its best, else its
-    latest checkpoint, exported on the fly is not needed: we read in place)."""
-    p = Path(path)
-    if not p.exists():
-        raise CheckpointError(f"checkpoint not found: {path}")
+    """Accept a shipped net's name, an exported model folder, or a run folder
+    (its best, else its latest checkpoint, read in place)."""
+    p = resolve(path)
     if (p / "model.json").exists():
         return p
     if (p / "config.json").exists() and ((p / "best").exists() or (p / "ckpt").exists()):
@@ -133,14 +178,35 @@ def find_model_dir(path: str | os.PathLike) -> Path:
     raise CheckpointError(f"{path} is neither an exported model (model.json) nor a run folder")
 
 
+def read_model_info(path: str | os.PathLike) -> dict:
+    """An exported model's ``model.json``, checked for what loading needs."""
+    f = Path(path) / "model.json"
+    try:
+        info = json.loads(f.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{f}: unreadable: {e}") from None
+    if not isinstance(info, dict):
+        raise CheckpointError(f"{f}: not a JSON object")
+    for key in ("model", "board_size"):
+        if key not in info:
+            raise CheckpointError(f"{f}: no {key!r}")
+    if not isinstance(info["model"], str) or not isinstance(info["board_size"], int) \
+            or not 2 <= info["board_size"] <= 25:
+        raise CheckpointError(f"{f}: bad model {info['model']!r} or board_size {info['board_size']!r}")
+    return info
+
+
 def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
     """(model_info, variables) from an exported model folder or a run folder."""
     p = find_model_dir(path)
     ocp = _ocp()
     if (p / "model.json").exists():
-        info = json.loads((p / "model.json").read_text())
-        with ocp.StandardCheckpointer() as ckptr:
-            variables = ckptr.restore((p / "variables").absolute())
+        info = read_model_info(p)
+        try:
+            with ocp.StandardCheckpointer() as ckptr:
+                variables = ckptr.restore((p / "variables").absolute())
+        except Exception as e:  # noqa: BLE001 - Orbax and TensorStore raise many kinds; all mean unreadable
+            raise CheckpointError(f"{p / 'variables'}: unreadable ({_first_words(e)})") from None
         return info, _to_numpy(variables)
     # Run folder: restore the raw state tree without a template.
     cfg = json.loads((p / "config.json").read_text())
@@ -152,8 +218,11 @@ def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
         step = mgr.latest_step()
         if step is None:
             continue
-        out = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
-                                                        meta=ocp.args.JsonRestore()))
+        try:
+            out = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
+                                                            meta=ocp.args.JsonRestore()))
+        except Exception as e:  # noqa: BLE001 - as for an exported model
+            raise CheckpointError(f"{d / str(step)}: unreadable ({_first_words(e)})") from None
         state = out.state
         variables = {"params": state["params"]}
         if state.get("batch_stats"):
@@ -166,19 +235,38 @@ def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
 
 def load_model(path: str | os.PathLike, kind: str, size: int | None = None):
     """(info, model, variables): the net in an exported folder or run folder,
-    built by ``nets.make_model``; ValueError unless it is a ``kind``
-    ("policy" or "value") net, for a ``size`` board when given."""
+    built by ``nets.make_model``. CheckpointError (naming the folder) unless
+    it is a ``kind`` ("policy" or "value") net, for a ``size`` board when
+    given, whose variables fit its model."""
+    import jax
+
     from alphalite import features, nets
 
     info, variables = load_variables(path)
     is_value = str(info.get("model", "")).endswith("_value")
     if info.get("kind", kind) != kind or is_value != (kind == "value"):
-        raise ValueError(f"{path} is not a {kind} net (model {info.get('model')!r})")
+        raise CheckpointError(f"{path} is not a {kind} net (model {info.get('model')!r}, "
+                              f"kind {info.get('kind', 'unknown')!r})")
     n = int(info["board_size"])
     if size is not None and n != size:
-        raise ValueError(f"{path} is a {n}x{n} {kind} net, expected {size}x{size}")
-    model = nets.make_model(info["model"], n, features.num_planes(info.get("preset", "default")))
+        raise CheckpointError(f"{path} is a {n}x{n} {kind} net, expected {size}x{size}")
+    try:
+        model = nets.make_model(info["model"], n, features.num_planes(info.get("preset", "default")))
+        want = jax.eval_shape(lambda k: nets.init_variables(model, k), jax.random.key(0))
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: cannot build model {info['model']!r} ({_first_words(e)})") from None
+    got_shapes = jax.tree_util.tree_map(np.shape, variables)
+    want_shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), want)
+    if got_shapes != want_shapes:
+        raise CheckpointError(f"{path}: its variables do not fit model {info['model']!r} "
+                              f"for {n}x{n} (model.json and variables/ disagree)")
     return info, model, variables
+
+
+def _first_words(e: BaseException, limit: int = 240) -> str:
+    """An exception as one short line (TensorStore appends its whole spec)."""
+    text = " ".join(str(e).split()).split(" [tensorstore_spec")[0]
+    return f"{type(e).__name__}: {text[:limit]}"
 
 
 def model_info_from_config(cfg: dict) -> dict:

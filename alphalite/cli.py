@@ -113,8 +113,14 @@ def _arena(args):
 def _add_gtp_arguments(p) -> None:
     # Kept here, not imported from alphalite.gtp, so `alphalite --help` stays instant.
     p.add_argument("--engine", choices=("random", "policy", "mcts"), default="mcts", help="move chooser")
-    p.add_argument("--checkpoint", help="policy net: exported model folder or run folder")
-    p.add_argument("--value-checkpoint", help="value net: mcts mixes it with rollouts by --lambda; policy reports its winrate and resigns by it")
+    p.add_argument("--checkpoint", default="auto",
+                   help="policy net: a shipped net's name (policy9, policy19, rl9, rl19), an exported model folder "
+                        "or a run folder (a path that exists wins); auto: the shipped net of the board size in play "
+                        "(9x9: policy9, 19x19: policy19; other sizes rollout MCTS); none: rollout MCTS only")
+    p.add_argument("--value-checkpoint", default="auto",
+                   help="value net, the same forms (value9, value19, value19sp): mcts mixes it with rollouts by "
+                        "--lambda; policy reports its winrate and resigns by it; auto: with --checkpoint auto the "
+                        "shipped one (9x9: value9, 19x19: value19sp), else none")
     p.add_argument("--lambda", dest="lam", type=float, default=0.5,
                    help="leaf value = lambda * value net + (1 - lambda) * rollout")
     p.add_argument("--visits", type=int, default=None,
@@ -213,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     vd = sub.add_parser("value-data", help="value-net self-play data: SL policy to move U, one random "
                         "move, RL policy to the end; one position per game")
     vd.add_argument("--sl", required=True, help="SL policy checkpoint (exported model or run folder)")
-    vd.add_argument("--rl", help="RL policy checkpoint (default: checkpoints/rl<size> if present, else --sl)")
+    vd.add_argument("--rl", help="RL policy checkpoint (default: the shipped rl<size> if there is one, else --sl)")
     vd.add_argument("--out", required=True, help="output dataset folder (continued if it exists)")
     vd.add_argument("--games", type=int, default=1024, help="games the folder should hold")
     vd.add_argument("--batch", type=int, default=64, help="games played at once")

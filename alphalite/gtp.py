@@ -31,11 +31,15 @@ commands run a short search and answer once.
 
 Players (``--engine``): ``random``, ``policy`` (policy net; argmax or
 sampling), ``mcts`` (PUCT with policy priors and rollout values, a value net
-mixed in with ``--lambda``). A network only plays the board size it was
-trained on; on other sizes (or without a network) the engine falls back to
-rollout MCTS with a knowledge-free line prior (``players.line_prior``) and
-says so on stderr. Time control, resigning, passing and
-scoring: see ``alphalite.timecontrol`` and ``alphalite.players``.
+mixed in with ``--lambda``). Nets (``--checkpoint``, ``--value-checkpoint``):
+``auto`` plays the shipped nets of the board size in play
+(``checkpoint.DEFAULT_NETS``), loaded and warmed up when a size is first
+played (``boardsize`` starts it); nets named on the command line are loaded
+and checked before the first command is read, and a wrong one stops the
+engine. A net only plays the board size it was trained on; on a size with no
+net the engine plays rollout MCTS with a knowledge-free line prior
+(``players.line_prior``) and says so once on stderr. Time control, resigning,
+passing and scoring: see ``alphalite.timecontrol`` and ``alphalite.players``.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ IDENTITY = ("protocol_version", "name", "version", "known_command", "list_comman
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 _ID = re.compile(r"[0-9]+\Z")
 _VERTEX = re.compile(r"[A-Za-z][0-9]{1,2}\Z")
+AUTO = "auto"  # --checkpoint / --value-checkpoint: the shipped nets of each board size
 
 
 class GtpFailure(Exception):
@@ -72,8 +77,10 @@ class GtpFailure(Exception):
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
     engine: str = "random"  # random | policy | mcts
-    checkpoint: str | None = None  # policy net: exported model folder or run folder
-    value_checkpoint: str | None = None  # value net: mcts mixes it with rollouts by lam; policy resigns by it
+    checkpoint: str | None = None  # policy net: shipped net's name, model or run folder; AUTO: shipped; None: none
+    # value net, the same forms (AUTO: the shipped one when the policy net is AUTO, else none); mcts mixes
+    # it with rollouts by lam, policy resigns by it
+    value_checkpoint: str | None = None
     lam: float = 0.5  # leaf value = lam * value net + (1 - lam) * rollout (with a value net)
     visits: int | None = None  # mcts visits per move, a cap; None: players.DEFAULT_VISITS without a clock, none with one
     max_time: float | None = None  # seconds a move may take at most, with or without a clock (KataGo's maxTime)
@@ -88,6 +95,30 @@ class EngineConfig:
     seed: int = 0
     score_playouts: int = 128  # random playouts for dead stones (final_score, cleanup, passing)
     superko: bool = True
+
+    def __post_init__(self):
+        """ValueError naming the flag for a value no game can be played with."""
+        def finite(x):
+            return isinstance(x, (int, float)) and math.isfinite(x)
+
+        for ok, flag, want, got in (
+                (self.engine in ("random", "policy", "mcts"), "engine", "random, policy or mcts", self.engine),
+                (isinstance(self.size, int) and 2 <= self.size <= 25, "size", "in 2..25", self.size),
+                (finite(self.komi), "komi", "a finite number", self.komi),
+                (finite(self.lam) and 0 <= self.lam <= 1, "lambda", "in [0, 1]", self.lam),
+                (self.visits is None or self.visits >= 1, "visits", ">= 1", self.visits),
+                (self.max_time is None or finite(self.max_time) and self.max_time > 0, "max-time", "> 0",
+                 self.max_time),
+                (finite(self.lag_buffer) and self.lag_buffer >= 0, "lag-buffer", ">= 0", self.lag_buffer),
+                (self.batch >= 1, "batch", ">= 1", self.batch),
+                (finite(self.temperature) and self.temperature >= 0, "temperature", ">= 0", self.temperature),
+                (finite(self.resign_threshold) and 0 <= self.resign_threshold <= 1, "resign-threshold",
+                 "in [0, 1]", self.resign_threshold),
+                (self.resign_moves >= 1, "resign-moves", ">= 1", self.resign_moves),
+                (self.seed >= 0, "seed", ">= 0", self.seed),
+                (self.score_playouts >= 0, "score-playouts", ">= 0", self.score_playouts)):
+            if not ok:
+                raise ValueError(f"--{flag} must be {want}, got {got!r}")
 
 
 @dataclasses.dataclass
@@ -184,10 +215,6 @@ class Engine:
     def __init__(self, config: EngineConfig | None = None, *, log: Callable[[str], None] | None = None,
                  warmup: bool = True):
         self.config = config or EngineConfig()
-        if self.config.engine not in ("random", "policy", "mcts"):
-            raise ValueError(f"unknown engine {self.config.engine!r}; use random, policy or mcts")
-        if not 2 <= self.config.size <= 25:
-            raise ValueError(f"board size must be in 2..25, got {self.config.size}")
         self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.quit = False
         self.size = self.config.size
@@ -200,15 +227,18 @@ class Engine:
         self._judged: dict = {}
         self._players: dict = {}
         self._said: set = set()
-        self._net = None  # PolicyNet or None
-        self._net_error = ""
+        self._nets: dict[int, tuple[str, str | None]] = {}  # board size -> (policy, value net or None)
+        self._loaded: dict[int, object] = {}  # board size -> PolicyNet, or the CheckpointError loading it
         self._ready = threading.Event()
+        self._warm = warmup
         self._rng = None
         self._arrived = time.perf_counter()  # when the command being answered was read
         self._time = None  # TimeSettings, set lazily
         self._clocks: dict[int, object] = {}
         self._resign = None
         self.commands = {_gtp_name(m): getattr(self, m) for m in dir(self) if m.startswith("cmd_")}
+        if self.config.engine != "random":
+            self._plan_nets()
         if warmup:
             threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
         else:
@@ -248,31 +278,69 @@ class Engine:
         finally:
             self._ready.set()
 
-    def _load(self):
-        """Load the networks (once); failures fall back to rollouts, loudly."""
-        if self._net is not None or self._net_error or self.config.engine == "random":
-            return
-        if not self.config.checkpoint:
-            self._net_error = "no --checkpoint given"
-            self.log(f"{NAME}: {self.config.engine} engine without --checkpoint: using rollout MCTS "
-                     "with line priors")
-            return
-        try:
-            from alphalite import checkpoint, players
+    def _plan_nets(self):
+        """Which nets play which board size. Nets named in the config are
+        loaded and checked now (CheckpointError naming the folder); the
+        shipped ones (AUTO) only found now, and loaded when their size is
+        first played."""
+        from alphalite import checkpoint, players
 
+        policy, value = self.config.checkpoint, self.config.value_checkpoint
+        if policy == AUTO:  # the installed ones, whatever folders the working folder holds
+            for n, (p, v) in checkpoint.DEFAULT_NETS.items():
+                self._nets[n] = (str(checkpoint.shipped(p)), str(checkpoint.shipped(v)) if value == AUTO else None)
+        if value in (None, AUTO) and policy in (None, AUTO):
+            return
+        if policy is None:
+            raise checkpoint.CheckpointError(f"the value net {value} needs a policy net beside it "
+                                             "(--checkpoint is none)")
+        if policy == AUTO:  # the value net named replaces the shipped one of its size
+            info = checkpoint.read_model_info(checkpoint.find_model_dir(value))
+            n = int(info["board_size"])
+            if n not in self._nets:
+                raise checkpoint.CheckpointError(f"{value} is a {n}x{n} value net, but no shipped policy net "
+                                                 f"plays {n}x{n} (give --checkpoint)")
+            policy = self._nets[n][0]
+        value = None if value == AUTO else value
+        t0 = time.perf_counter()
+        net = players.load_net(policy, value)
+        self._nets[net.size] = (policy, value)
+        self._loaded[net.size] = net
+        self._log_loaded(net.size, time.perf_counter() - t0)
+
+    def _log_loaded(self, n: int, seconds: float):
+        policy, value = self._nets[n]
+        self.log(f"{NAME}: {n}x{n} nets: policy {policy}, value {value or 'none'} (loaded in {seconds:.1f} s)")
+
+    def _load(self, size: int | None = None):
+        """The PolicyNet for ``size`` (default: the board's), loaded once;
+        None where no net plays that size. A net that fails to load answers
+        every command that needs it with a failure (logged once)."""
+        from alphalite import checkpoint, players
+
+        n = self.size if size is None else size
+        if n not in self._nets:
+            return None
+        if n not in self._loaded:
             t0 = time.perf_counter()
-            info, variables = checkpoint.load_variables(self.config.checkpoint)
-            vinfo = vvars = None
-            if self.config.value_checkpoint:
-                vinfo, vvars = checkpoint.load_variables(self.config.value_checkpoint)
-            self._net = players.PolicyNet(info, variables, vinfo, vvars)
-            self.log(f"{NAME}: loaded {info.get('model')} for {self._net.size}x{self._net.size} "
-                     f"from {self.config.checkpoint}" + (" with a value net" if vinfo else "")
-                     + f" in {time.perf_counter() - t0:.1f} s")
-        except Exception as e:  # noqa: BLE001 - any bad checkpoint: one line, then fall back
-            self._net_error = f"{type(e).__name__}: {e}"
-            self.log(f"{NAME}: cannot load the network ({self._net_error}); using rollout MCTS with "
-                     "line priors")
+            try:
+                self._loaded[n] = players.load_net(*self._nets[n])
+                self._log_loaded(n, time.perf_counter() - t0)
+            except checkpoint.CheckpointError as e:
+                self._loaded[n] = e
+                self.log(f"{NAME}: cannot load the {n}x{n} nets: {e}")
+        net = self._loaded[n]
+        if isinstance(net, Exception):
+            raise GtpFailure(f"cannot load the {n}x{n} network")
+        return net
+
+    def _start_warmup(self):
+        """After a board size change: warm up that size's player (its nets
+        loaded, their functions compiled) in the background; the next
+        commands wait for it as they do at start-up."""
+        if self._warm and self.config.engine != "random" and self.size not in self._players:
+            self._ready.clear()
+            threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
 
     def _gen(self):
         import numpy as np
@@ -297,9 +365,8 @@ class Engine:
         if cfg.engine == "random":
             p = players.RandomPlayer()
         else:
-            self._load()
-            net = self._net
-            if net is not None and net.size == size:
+            net = self._load()
+            if net is not None:
                 if cfg.engine == "policy":
                     p = players.PolicyPlayer(net, cfg.temperature)
                 else:
@@ -310,9 +377,9 @@ class Engine:
                     p = players.MctsPlayer(ev, net.params, visits=cfg.visits, batch_size=cfg.batch,
                                            prior_fn=net.priors, label="mcts")
             else:
-                if net is not None:
-                    self._say_once(f"{NAME}: the network plays {net.size}x{net.size} only; on {size}x{size} "
-                                   "using rollout MCTS with line priors")
+                sizes = ", ".join(f"{n}x{n}" for n in sorted(self._nets)) or "none (--checkpoint none)"
+                self._say_once(f"{NAME}: no network plays {size}x{size} (nets: {sizes}): {cfg.engine} engine "
+                               "using rollout MCTS with line priors")
                 from search.evaluators import rollout_evaluator
 
                 p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(size)), visits=cfg.visits,
@@ -519,6 +586,7 @@ class Engine:
         if not 2 <= n <= 25:
             raise GtpFailure("unacceptable size")
         self._reset(n)
+        self._start_warmup()
         return ""
 
     def cmd_clear_board(self):
@@ -865,6 +933,7 @@ class Engine:
         self.resign_policy.reset()
         for p in self._players.values():
             p.forget()
+        self._start_warmup()
         return ""
 
     def _record(self):
@@ -1114,8 +1183,14 @@ def serve(engine: Engine, stdin=None, stdout=None) -> int:
 
 
 def config_from_args(args) -> EngineConfig:
-    return EngineConfig(engine=args.engine, checkpoint=args.checkpoint, value_checkpoint=args.value_checkpoint,
-                        lam=args.lam, visits=args.visits, max_time=args.max_time,
+    """The config of ``alphalite gtp``'s flags (``none`` for a net: no net);
+    ValueError for a value out of range."""
+    def net(word):
+        return None if word is None or word.lower() == "none" else word
+
+    return EngineConfig(engine=args.engine, checkpoint=net(args.checkpoint),
+                        value_checkpoint=net(args.value_checkpoint), lam=args.lam, visits=args.visits,
+                        max_time=args.max_time,
                         lag_buffer=args.lag_buffer, batch=args.batch, temperature=args.temperature,
                         resign_threshold=args.resign_threshold, resign_moves=args.resign_moves,
                         resign=not args.no_resign, komi=args.komi, size=args.size, seed=args.seed,
@@ -1123,20 +1198,23 @@ def config_from_args(args) -> EngineConfig:
 
 
 def run(args) -> int:
-    """The ``alphalite gtp`` entry point."""
-    cfg = config_from_args(args)
-    if cfg.checkpoint and not os.path.exists(cfg.checkpoint):
-        raise FileNotFoundError(f"checkpoint not found: {cfg.checkpoint}")
-    if cfg.value_checkpoint and not os.path.exists(cfg.value_checkpoint):
-        raise FileNotFoundError(f"value checkpoint not found: {cfg.value_checkpoint}")
-    if (cfg.visits is not None and cfg.visits < 0) or cfg.batch < 1 or not 0 <= cfg.lam <= 1:
-        raise ValueError("--visits must be >= 0, --batch >= 1 and --lambda in [0, 1]")
-    from alphalite import jitcache
+    """The ``alphalite gtp`` entry point. A bad flag or a net that is not
+    what it should be stops it before it reads a command: one line on
+    stderr, exit status 2."""
+    from alphalite import checkpoint, jitcache
 
-    jitcache.enable()
-    code = serve(Engine(cfg))
-    # The stdin reader is a daemon thread blocked in readline; leave without
-    # the interpreter's shutdown touching it.
+    try:
+        cfg = config_from_args(args)
+        jitcache.enable()
+        engine = Engine(cfg)
+    except (ValueError, checkpoint.CheckpointError) as e:
+        print(f"{NAME}: error: {e}", file=sys.stderr)
+        code = 2
+    else:
+        code = serve(engine)
+    # The stdin reader is a daemon thread blocked in readline, and a failed
+    # Orbax restore leaves callbacks in its threads; leave without the
+    # interpreter's shutdown touching either.
     try:
         sys.stdout.flush()
         sys.stderr.flush()

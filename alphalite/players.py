@@ -240,6 +240,23 @@ class PolicyNet:
         return self.evaluate(state)[0]
 
 
+def load_net(policy: str, value: str | None = None) -> PolicyNet:
+    """The policy net ``policy`` (a shipped net's name or a folder) with the
+    value net ``value`` beside it, each checked for its kind, the value net
+    for the policy's board size; ``checkpoint.CheckpointError`` names the
+    folder otherwise."""
+    from alphalite import checkpoint
+
+    info, _, variables = checkpoint.load_model(policy, "policy")
+    vinfo = vvars = None
+    if value is not None:
+        vinfo, _, vvars = checkpoint.load_model(value, "value")
+    try:
+        return PolicyNet(info, variables, vinfo, vvars)
+    except ValueError as e:  # the two nets do not go together
+        raise checkpoint.CheckpointError(f"{value} beside the policy net {policy}: {e}") from None
+
+
 class PolicyPlayer:
     name = "policy"
     has_prior = True
@@ -481,5 +498,5 @@ class ResignPolicy:
 
 
 __all__ = ["Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer", "ResignPolicy",
-           "candidate_moves", "dead_stones", "final_score", "owners", "ownership_counts", "result_string",
-           "resume", "search"]
+           "candidate_moves", "dead_stones", "final_score", "load_net", "owners", "ownership_counts",
+           "result_string", "resume", "search"]

@@ -59,9 +59,11 @@ def _load_policy(path: str, size: int | None = None):
 
 
 def default_rl_checkpoint(size: int) -> str | None:
-    """checkpoints/rl<size> when it exists (the RL stage's export), else None."""
-    p = Path(__file__).resolve().parent.parent / "checkpoints" / f"rl{size}"
-    return str(p) if (p / "model.json").exists() else None
+    """The shipped RL policy ``rl<size>`` (the RL stage's export) when there is one, else None."""
+    from alphalite import checkpoint as ckpt
+
+    name = f"rl{size}"
+    return str(ckpt.shipped(name)) if name in ckpt.shipped_names() else None
 
 
 def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.random.Generator, *,

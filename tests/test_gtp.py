@@ -42,9 +42,9 @@ class RawGtp:
     """Our engine as a subprocess, spoken to byte for byte; every response
     is checked for framing (status, id echo, exactly one blank line)."""
 
-    def __init__(self, args: list[str], stderr_path: Path):
+    def __init__(self, args: list[str], stderr_path: Path, cwd: Path = ROOT):
         self.stderr = open(stderr_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "alphalite.cli", "gtp", *args], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "alphalite.cli", "gtp", *args], cwd=cwd,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -279,7 +279,7 @@ def test_fuzz_never_crashes_or_desynchronises(engine):
 def test_full_game_against_gnugo(tmp_path):
     size, komi = 9, 7.5
     ours = GtpClient([sys.executable, "-m", "alphalite.cli", "gtp", "--engine", "mcts", "--visits", "64",
-                      "--no-resign", "--size", str(size), "--seed", "3"], timeout=120,
+                      "--checkpoint", "none", "--no-resign", "--size", str(size), "--seed", "3"], timeout=120,
                      stderr=open(tmp_path / "ours.txt", "w"))
     theirs = GtpClient([GNUGO, "--mode", "gtp", "--level", "1", "--chinese-rules", "--positional-superko"],
                        timeout=60)
@@ -359,8 +359,166 @@ def test_policy_engine_and_fallback(tmp_path):
     finally:
         eng.close()
     log = (tmp_path / "stderr.txt").read_text()
-    assert "loaded b1c8 for 9x9" in log
-    assert "plays 9x9 only; on 7x7 using rollout MCTS with line priors" in log
+    assert f"9x9 nets: policy {path}, value none" in log
+    assert log.count("no network plays 7x7 (nets: 9x9): policy engine using rollout MCTS with line priors") == 1
+
+
+# ---------------------------------------------------------------- shipped nets, refusals
+
+
+def _gtp_start(args: list[str], cwd: Path, stdin: bytes = b"1 name\n") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "alphalite.cli", "gtp", *args], cwd=cwd, input=stdin,
+                          capture_output=True, timeout=120)
+
+
+def _copy_net(name: str, dest: Path) -> Path:
+    import shutil
+
+    from alphalite import checkpoint
+
+    return Path(shutil.copytree(checkpoint.shipped(name), dest))
+
+
+def _spoil(case: str, tmp_path: Path) -> tuple[list[str], str]:
+    """(gtp flags, what the one stderr line must contain) of a bad start."""
+    if case == "value-as-policy":
+        net = _copy_net("value9", tmp_path / "v9")
+        return ["--engine", "policy", "--checkpoint", str(net)], f"{net} is not a policy net"
+    if case == "policy-as-value":
+        net = _copy_net("policy9", tmp_path / "p9")
+        return ["--checkpoint", "policy9", "--value-checkpoint", str(net)], f"{net} is not a value net"
+    if case == "policy-as-value-beside-auto":
+        net = _copy_net("policy9", tmp_path / "p9")
+        return ["--value-checkpoint", str(net)], f"{net} is not a value net"
+    if case in ("truncated", "zeroed"):
+        net = _copy_net("policy9", tmp_path / "p9")
+        data_files = [f for f in (net / "variables").rglob("*") if f.is_file() and f.parent.name == "d"]
+        assert data_files
+        for f in data_files:
+            data = f.read_bytes()
+            f.write_bytes(data[: len(data) // 3] if case == "truncated" else bytes(len(data)))
+        return ["--checkpoint", str(net)], f"{net / 'variables'}: unreadable"
+    if case == "empty-folder":
+        (tmp_path / "empty").mkdir()
+        return ["--checkpoint", str(tmp_path / "empty")], f"{tmp_path / 'empty'} is neither an exported model"
+    if case == "no-model-json":
+        net = _copy_net("policy9", tmp_path / "p9")
+        (net / "model.json").unlink()
+        return ["--checkpoint", str(net)], f"{net} is neither an exported model"
+    if case == "bad-model-json":
+        net = _copy_net("policy9", tmp_path / "p9")
+        (net / "model.json").write_text('{"model": "b4c32", "board_si')
+        return ["--checkpoint", str(net)], f"{net / 'model.json'}: unreadable"
+    if case == "model-json-lies":  # names a bigger net than variables/ holds
+        net = _copy_net("policy9", tmp_path / "p9")
+        (net / "model.json").write_text('{"board_size": 9, "kind": "policy", "model": "b6c64", "preset": "default"}')
+        return ["--checkpoint", str(net)], f"{net}: its variables do not fit model 'b6c64'"
+    if case == "sizes-disagree":
+        net = _copy_net("value19sp", tmp_path / "v19")
+        return (["--checkpoint", "policy9", "--value-checkpoint", str(net)],
+                f"{net} beside the policy net policy9: value net is for 19x19, policy for 9x9")
+    if case == "unknown-name":
+        return ["--checkpoint", "policy7"], "checkpoint not found: policy7 is neither a path nor a shipped net " \
+            "(policy19, policy9, rl19, rl9, value19, value19sp, value9)"
+    flag, value, want = {"komi-nan": ("--komi", "nan", "a finite number"),
+                         "komi-inf": ("--komi", "inf", "a finite number"),
+                         "resign-threshold": ("--resign-threshold", "5", "in [0, 1]"),
+                         "lambda": ("--lambda", "1.5", "in [0, 1]"), "visits": ("--visits", "0", ">= 1"),
+                         "batch": ("--batch", "0", ">= 1"), "max-time": ("--max-time", "0", "> 0"),
+                         "lag-buffer": ("--lag-buffer", "-1", ">= 0"),
+                         "temperature": ("--temperature", "nan", ">= 0"),
+                         "resign-moves": ("--resign-moves", "0", ">= 1"), "seed": ("--seed", "-1", ">= 0"),
+                         "score-playouts": ("--score-playouts", "-1", ">= 0"),
+                         "size": ("--size", "26", "in 2..25")}[case]
+    return [flag, value], f"{flag} must be {want}, got "
+
+
+BAD_STARTS = ["value-as-policy", "policy-as-value", "policy-as-value-beside-auto", "truncated", "zeroed",
+              "empty-folder", "no-model-json", "bad-model-json", "model-json-lies", "sizes-disagree", "unknown-name",
+              "komi-nan", "komi-inf", "resign-threshold", "lambda", "visits", "batch", "max-time", "lag-buffer",
+              "temperature", "resign-moves", "seed", "score-playouts", "size"]
+
+
+@pytest.mark.parametrize("case", BAD_STARTS)
+def test_bad_start_stops_before_any_command(case, tmp_path):
+    """A wrong net or flag: exit status 2 before answering ``name``, and one
+    stderr line naming the file (or flag) and what is wrong with it."""
+    args, want = _spoil(case, tmp_path)
+    out = _gtp_start(args, tmp_path)
+    err = out.stderr.decode()
+    assert out.returncode == 2 and out.stdout == b"", (out.returncode, out.stdout, err)
+    assert err.endswith("\n") and err.count("\n") == 1 and err.startswith("alphalite: error: "), err
+    assert want in err, err
+
+
+def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
+    """``alphalite gtp`` with no flag, started in a folder of its own (as
+    GUIs do) that holds a decoy ``policy9`` folder: the shipped 9x9 nets play
+    9x9, ``boardsize 19`` switches to the 19x19 ones, a size with no net says
+    so once and plays rollout MCTS; a net given by name loads from there
+    too, while a folder of that name in the working folder wins."""
+    from alphalite import checkpoint
+
+    (tmp_path / "policy9").mkdir()
+    eng = RawGtp([], tmp_path / "stderr.txt", cwd=tmp_path)
+    try:
+        assert eng.ask("1 name", timeout=20) == (True, "alphalite")
+        for i, size in enumerate((9, 19, 7)):
+            assert eng.ask(f"{10 * i + 2} boardsize {size}") == (True, "")
+            assert eng.ask(f"{10 * i + 3} clear_board", timeout=120) == (True, "")
+            ok, move = eng.ask(f"{10 * i + 4} genmove b", timeout=120)
+            assert ok and re.fullmatch(r"[A-HJ-T][1-9][0-9]?", move), move
+        assert eng.ask("40 boardsize 7") == (True, "")
+        assert eng.ask("41 genmove w", timeout=120)[0]
+    finally:
+        eng.close()
+    assert eng.proc.returncode == 0
+    log = (tmp_path / "stderr.txt").read_text()
+    shipped = {n: checkpoint.shipped(n) for n in ("policy9", "value9", "policy19", "value19sp")}
+    assert f"9x9 nets: policy {shipped['policy9']}, value {shipped['value9']}" in log, log
+    assert f"19x19 nets: policy {shipped['policy19']}, value {shipped['value19sp']}" in log, log
+    assert log.count("no network plays 7x7 (nets: 9x9, 19x19): mcts engine using rollout MCTS") == 1, log
+    assert re.search(r"B [A-HJ][1-9] winrate [0-9.]+ visits 400 ", log), log  # a value net's winrate
+
+    out = _gtp_start(["--engine", "policy", "--checkpoint", "policy19", "--value-checkpoint", "value19"], tmp_path,
+                     b"1 genmove b\n2 quit\n")
+    assert out.returncode == 0 and re.fullmatch(rb"=1 [A-HJ-T][0-9]+\n\n=2\n\n", out.stdout), out
+    assert out.stderr.decode().startswith("alphalite: 19x19 nets: policy policy19, value value19 ("), out.stderr
+    out = _gtp_start(["--checkpoint", "policy9"], tmp_path)  # the empty ./policy9 wins over the shipped net
+    assert out.returncode == 2 and "policy9 is neither an exported model" in out.stderr.decode(), out
+
+
+def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
+    """A shipped net by name from any folder; a path that exists wins; a name
+    that is neither lists the shipped nets. Every other loader goes through
+    the same resolution (here ``load_model``)."""
+    from alphalite import checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    assert checkpoint.resolve("value19sp") == checkpoint.shipped_dir() / "value19sp"
+    assert (checkpoint.resolve("value19sp") / "model.json").is_file()
+    (tmp_path / "value19sp").mkdir()
+    assert checkpoint.resolve("value19sp") == Path("value19sp")
+    with pytest.raises(checkpoint.CheckpointError, match=r"value8 is neither a path nor a shipped net \(policy19, "):
+        checkpoint.resolve("value8")
+    info, model, _ = checkpoint.load_model("rl9", "policy", 9)
+    assert info["board_size"] == 9 and model.size == 9
+    assert set(checkpoint.shipped_names()) >= {p for pair in checkpoint.DEFAULT_NETS.values() for p in pair}
+
+
+def test_package_data_holds_every_shipped_file():
+    """pyproject.toml maps checkpoints/ to the package alphalite.checkpoints
+    and its package-data globs take every file there, so a wheel carries
+    the nets whole (checked by hand: ``pip wheel --no-deps .``, README)."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert cfg["package-dir"]["alphalite.checkpoints"] == "checkpoints"
+    assert "alphalite.checkpoints" in cfg["packages"]
+    folder = ROOT / "checkpoints"
+    taken = {p for pattern in cfg["package-data"]["alphalite.checkpoints"] for p in folder.glob(pattern) if p.is_file()}
+    files = {p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".py"}
+    assert files and files == taken, sorted(str(p.relative_to(folder)) for p in files ^ taken)
 
 
 # ---------------------------------------------------------------- in-process
