@@ -188,6 +188,13 @@ def _num(x: float) -> str:
     return text + "0" if text.endswith(".") else text
 
 
+def _playouts_for(visits: int, most: int) -> int:
+    """Playouts for a move's score estimate: its visits rounded up to a
+    power of two, at least 16, at most ``most`` (a few sizes, so the cached
+    estimates are redone at most a few times as a move gains visits)."""
+    return min(max(16, 1 << max(int(visits) - 1, 0).bit_length()), max(most, 1))
+
+
 def _parse_float(word: str) -> float:
     if len(word) > 40:
         raise GtpFailure("syntax error")
@@ -475,7 +482,7 @@ class Engine:
                 text = _sanitize(self._info_line(tree, req)).replace("\n", " ")
                 if text:
                     write(text + "\n")
-                last[0] = now
+                last[0] = time.perf_counter()  # the interval runs from the end of a (costly) line
 
         def cb(tree, n):
             if stop():
@@ -926,7 +933,16 @@ class Engine:
             elif key in flags and args and args[0].lower() in ("true", "false"):
                 setattr(req, flags[key], args.pop(0).lower() == "true")
             elif key in ("avoid", "allow") and len(args) >= 3:
-                args = args[3:]  # parsed, not honoured (the search has no per-move ban)
+                _parse_color(args.pop(0))
+                try:
+                    for v in args.pop(0).split(","):
+                        self._vertex(v)
+                except GtpFailure:  # off this board too: a bad argument, not a bad move
+                    raise GtpFailure("syntax error") from None
+                _parse_int(args.pop(0), lo=0)
+                # The search has no per-move ban yet: say so rather than
+                # pretend.
+                self._say_once(f"{NAME}: {key} is parsed but not honoured: the search has no move bans")
             else:
                 raise GtpFailure("syntax error")
         return req
@@ -983,7 +999,9 @@ class Engine:
         ``utilityLcb = 2 * lcb - 1``. Scores and ownership come from
         ``_territory`` of the position after the move (of the root for
         ``rootInfo`` and ``ownership``): scoreMean, scoreLead and
-        scoreSelfplay are all its mean final margin, scoreStdev its spread.
+        scoreSelfplay are all its mean final margin, scoreStdev its spread;
+        a move gets as many playouts as visits (``_playouts_for``), so the
+        hundreds of one-visit moves of a 19x19 search stay cheap.
         Ownership rows run from the top row (A19 on 19x19), left to right."""
         from alphalite import board
 
@@ -992,7 +1010,7 @@ class Engine:
         parts = []
         for order, row in enumerate(rows):
             m = row["move"]
-            t = self._territory(board.play(state, m))
+            t = self._territory(board.play(state, m), _playouts_for(row["visits"], self.config.score_playouts))
             lead = _num(me * t.margin)
             lcb = min(max(row["lcb"], 0.0), 1.0)
             pv = " ".join(self._to_gtp(x) for x in row["pv"])
@@ -1017,18 +1035,19 @@ class Engine:
                 parts.append("ownership " + " ".join(_num(me * x) for x in t.ownership))
         return " ".join(parts)
 
-    def _territory(self, state) -> Territory:
+    def _territory(self, state, playouts: int | None = None) -> Territory:
         """Expected final ownership and area margin of ``state``: the one
-        place an ownership or score head would plug in. Today ``score_playouts``
-        random playouts (``players.playout_outcomes``, the rollout policy),
-        seeded by the position, cached by it."""
+        place an ownership or score head would plug in. Today ``playouts``
+        (default ``score_playouts``) random playouts
+        (``players.playout_outcomes``, the rollout policy), seeded by the
+        position, cached by it."""
         from alphalite import players
 
-        key = (state.hash, state.komi, state.move_number, state.to_play)
+        n = max(self.config.score_playouts if playouts is None else playouts, 1)
+        key = (state.hash, state.komi, state.move_number, state.to_play, n)
         if key not in self._territories:
-            if len(self._territories) >= 2048:
+            if len(self._territories) >= 4096:
                 self._territories.clear()
-            n = max(self.config.score_playouts, 1)
             seed = (state.hash ^ self.config.seed) & 0x7FFFFFFFFFFFFFFF
             black, white, margins = players.playout_outcomes(state, n, seed)
             self._territories[key] = Territory((black - white) / n, float(margins.mean()), float(margins.std()))

@@ -709,6 +709,14 @@ def test_kata_analyze_format_and_perspective():
         assert sign * float(parsed["root"]["scoreLead"]) > 10, parsed["root"]
     # ownership of D9 (top row, 4th column) is the 4th number
     assert lines["b"]["ownership"][3] > 0.9 and lines["w"]["ownership"][3] < -0.9
+    # the score is the playouts' mean area margin: each playout's margin
+    # adds up to the ownership counts
+    from alphalite import players
+
+    black, white, margins = players.playout_outcomes(eng.state, 64, 5)
+    assert margins.shape == (64,) and np.all(margins == np.round(margins - 0.5) + 0.5)  # komi 7.5
+    assert np.isclose(margins.mean(), (black - white).sum() / 64 - eng.state.komi)
+    assert (players.ownership_counts(eng.state, 64, 5)[0] == black).all()
 
     # Leela Zero's format is unchanged; pvVisits is added only when asked for
     out = eng.handle("2 lz-analyze b 10")
@@ -729,8 +737,16 @@ def test_kata_analyze_format_and_perspective():
     assert len(set(moves)) == 30 and not {f"D{r}" for r in range(1, 10)} & set(moves)
 
     for bad in ("kata-analyze ownership maybe", "kata-analyze maxmoves", "kata-analyze b 10 bogus true",
-                "kata-analyze minmoves -1", "lz-genmove_analyze 10", "kata-analyze avoid b d4"):
+                "kata-analyze minmoves -1", "lz-genmove_analyze 10", "kata-analyze avoid b d4",
+                "kata-analyze avoid x d4 1", "kata-analyze allow b d4,i4 1", "lz-analyze avoid b d4 -1", "kata-analyze avoid w t19 1"):
         assert eng.handle(f"5 {bad}") == "?5 syntax error\n\n", bad
+    # avoid/allow: accepted as KataGo spells them, not honoured, and said so
+    said = []
+    eng._log = said.append
+    out = eng.handle("6 kata-analyze b avoid b a1,b2,pass 1 allow w c3 2 maxmoves 1")
+    assert out.startswith("=6 info move ") and said == ["alphalite: avoid is parsed but not honoured: the "
+                                                        "search has no move bans", "alphalite: allow is parsed "
+                                                        "but not honoured: the search has no move bans"]
 
 
 def test_kata_analyze_streams(engine):
