@@ -45,7 +45,19 @@ gnugo:
 		(apt-get update -qq && apt-get install -y -qq gnugo) >/dev/null 2>&1 || echo "could not install gnugo; its tests will be skipped"; \
 	else echo "gnugo not installed and not root: GNU Go tests will be skipped"; fi
 
-test: $(STAMP) gnugo
+# @sabaki/gtp, the GTP library Sabaki uses, drives the engine in a test; npm
+# installs the version tests/js/package-lock.json pins. Without npm that test
+# reports itself skipped with the reason.
+SABAKI_GTP := tests/js/node_modules/@sabaki/gtp/package.json
+.PHONY: sabaki-gtp
+sabaki-gtp:
+	@if [ -f $(SABAKI_GTP) ] && [ $(SABAKI_GTP) -nt tests/js/package-lock.json ]; then :; \
+	elif command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null 2>&1 \
+		&& touch $(SABAKI_GTP) || echo "could not install @sabaki/gtp; its test will be skipped"; \
+	else echo "npm not found: the @sabaki/gtp test will be skipped"; fi
+
+test: $(STAMP) gnugo sabaki-gtp
 	$(BIN)/python -m pytest -q tests
 
 demo: $(STAMP)

@@ -16,7 +16,9 @@ Judgement (no GNU Go needed):
 
 * ``ownership_counts(state, n, seed)``: for every point, in how many of ``n``
   random playouts (``board.playout``, the rollout policy) it ends black /
-  white (stones, and empty regions reaching only that colour).
+  white (stones, and empty regions reaching only that colour);
+  ``playout_outcomes`` adds each playout's final area margin (the
+  analysis commands' score estimate).
 * ``dead_stones``: stones whose point ends owned by the opponent in most
   playouts; ``final_score``: Tromp-Taylor area after removing them, with komi.
 * ``own_territory``: empty points whose region reaches only one colour's
@@ -46,18 +48,22 @@ from alphalite.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
 
 
 @njit(cache=True)
-def _ownership_counts(B, scratch, rng, n, max_moves, black, white):
+def _ownership_counts(B, scratch, rng, n, max_moves, komi, black, white, margins):
     size = B[B_META][M_SIZE]
     own = np.zeros(size * size, np.int8)
-    for _ in range(n):
+    for k in range(n):
         board.copy_board(scratch, B)
         board.playout(scratch, rng, max_moves)
         board.owners_into(scratch, own)
+        area = 0
         for i in range(size * size):
             if own[i] == 1:
                 black[i] += 1
+                area += 1
             elif own[i] == -1:
                 white[i] += 1
+                area -= 1
+        margins[k] = area - komi
 
 
 def owners(state: board.GoState) -> np.ndarray:
@@ -67,24 +73,34 @@ def owners(state: board.GoState) -> np.ndarray:
     return out
 
 
-def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(black, white) int64 [size*size]: playouts (of ``num_playouts``) in
-    which each point ends owned by black / by white."""
+def playout_outcomes(state: board.GoState, num_playouts: int = 64,
+                     seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(black, white, margins): ``black``/``white`` int64 [size*size] count
+    the playouts (of ``num_playouts``) in which each point ends owned by
+    black / by white; ``margins`` float64 [num_playouts] is each playout's
+    final Tromp-Taylor area, black minus white minus komi."""
     from search.rollout import RolloutScratch, default_max_moves
 
     n = state.size
+    num_playouts = max(int(num_playouts), 0)
     black = np.zeros(n * n, np.int64)
     white = np.zeros(n * n, np.int64)
-    if num_playouts <= 0:
-        return black, white
+    margins = np.zeros(num_playouts, np.float64)
+    if num_playouts == 0:
+        return black, white, margins
     max_moves = default_max_moves(n)
     b = state.board_tuple
     if state.is_over:  # playouts stop at two passes: start from a resumable copy
         b = resume(state).board_tuple
     scratch = RolloutScratch().get(b, max_moves)
     rng = np.array([seed & 0x7FFFFFFFFFFFFFFF or 1], np.int64)
-    _ownership_counts(b, scratch, rng, int(num_playouts), max_moves, black, white)
-    return black, white
+    _ownership_counts(b, scratch, rng, num_playouts, max_moves, float(state.komi), black, white, margins)
+    return black, white, margins
+
+
+def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(black, white) of ``playout_outcomes``."""
+    return playout_outcomes(state, num_playouts, seed)[:2]
 
 
 def dead_stones(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> np.ndarray:
@@ -499,4 +515,5 @@ class ResignPolicy:
 
 __all__ = ["Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer", "ResignPolicy",
            "candidate_moves", "dead_stones", "final_score", "load_net", "owners", "ownership_counts",
+           "playout_outcomes",
            "result_string", "resume", "search"]

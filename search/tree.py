@@ -143,7 +143,8 @@ class Tree:
     def root_analysis(self, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
         """Per visited root move (most visits first): move, visits, q (root
         player's view, [-1, 1]), winrate (0..1), prior (raw, before noise),
-        lcb (winrate lower bound), pv. What ``lz-analyze`` prints."""
+        lcb (winrate lower bound), pv, pv_visits (the visits of the node each
+        pv move leads to). What ``lz-analyze`` and ``kata-analyze`` print."""
         prior = self.raw_root_prior if self.raw_root_prior is not None else self.children_prior[0]
         visits = self.children_visits[0]
         order = np.lexsort((-prior, -visits))
@@ -157,8 +158,12 @@ class Tree:
             lcb = wr - 1.96 * np.sqrt(max(wr * (1 - wr), 0.0025) / n)
             child = int(self.children_index[0, a])
             pv = [int(a)] + (self.principal_variation(child, pv_len - 1) if child >= 0 else [])
+            pv_visits, node = [], 0
+            for m in pv:
+                pv_visits.append(int(self.children_visits[node, m]))
+                node = int(self.children_index[node, m])
             out.append(dict(move=int(a), visits=n, q=q, winrate=wr, prior=float(prior[a]),
-                            lcb=float(lcb), pv=pv))
+                            lcb=float(lcb), pv=pv, pv_visits=pv_visits))
         return out
 
     def check(self) -> None:

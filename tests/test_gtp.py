@@ -11,8 +11,11 @@ test's tmp_path.
 
 from __future__ import annotations
 
+import json
+import os
 import queue
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -197,11 +200,13 @@ COMMANDS = ["protocol_version", "name", "version", "known_command", "list_comman
             "clear_board", "komi", "play", "genmove", "undo", "showboard", "fixed_handicap",
             "place_free_handicap", "set_free_handicap", "time_settings", "time_left", "kgs-time_settings",
             "kgs-genmove_cleanup", "final_score", "final_status_list", "loadsgf", "reg_genmove",
-            "lz-analyze", "gogui-analyze_commands", "alphalite-policy_heatmap", "alphalite-policy_dboard"]
+            "lz-analyze", "gogui-analyze_commands", "alphalite-policy_heatmap", "alphalite-policy_dboard",
+            "kata-analyze", "kata-genmove_analyze"]
 WORDS = ["b", "w", "black", "WHITE", "pass", "PASS", "a1", "J9", "i5", "z99", "t19", "0", "-1", "2", "9",
          "25", "26", "99999999999999999999999999", "1e308", "nan", "inf", "-0", "7.5", "x", "", "é", "黑",
          "\u2028", "\x00", "\x1b[31m", "#", "\t", "\r", "alive", "dead", "seki", "none", "absolute",
-         "byoyomi", "canadian", "interval", "10", "300", "%s%n", "../../etc/passwd"]
+         "byoyomi", "canadian", "interval", "10", "300", "%s%n", "../../etc/passwd", "ownership", "true",
+         "maxmoves", "minmoves"]
 
 
 def fuzz_lines(rng: np.random.Generator, n: int) -> list[bytes]:
@@ -765,3 +770,226 @@ def test_no_game_ending_pass_that_loses():
     assert eng.handle("undo") == "=\n\n"
     assert eng.handle("undo") == "=\n\n"  # black's pass: white's pass no longer ends the game
     assert eng.handle("genmove w") == "= pass\n\n"
+
+
+# ---------------------------------------------------------------- kata-analyze
+
+KATA_KEYS = ["move", "visits", "edgeVisits", "utility", "winrate", "scoreMean", "scoreStdev", "scoreLead",
+             "scoreSelfplay", "prior", "lcb", "utilityLcb", "order", "pv"]
+ROOT_KEYS = ["visits", "utility", "winrate", "scoreMean", "scoreStdev", "scoreLead", "scoreSelfplay"]
+VERTEX9 = re.compile(r"[A-HJ][1-9]|pass")
+
+
+def parse_kata(line: str, size: int) -> dict:
+    """A ``kata-analyze`` line as {"infos": [{key: value}], "keys": [[keys in
+    order]], "root": {...}, "ownership": [...]}, following KataGo's
+    description (``pv`` runs over vertices, ``pvVisits`` over integers,
+    ``movesOwnership``/``ownership`` take size*size numbers)."""
+    words = line.split()
+    out: dict = {"infos": [], "keys": [], "root": None, "ownership": None}
+    cur = keys = None
+    i = 0
+    while i < len(words):
+        key = words[i]
+        i += 1
+        if key in ("info", "rootInfo"):
+            cur, keys = {}, []
+            if key == "info":
+                out["infos"].append(cur)
+                out["keys"].append(keys)
+            else:
+                out["root"] = cur
+            continue
+        if key in ("ownership", "movesOwnership"):
+            vals, i = words[i:i + size * size], i + size * size
+            assert len(vals) == size * size and all("." in v for v in vals), line
+            if key == "ownership":
+                out["ownership"] = [float(v) for v in vals]
+                continue
+            cur[key] = [float(v) for v in vals]
+        elif key in ("pv", "pvVisits"):
+            j = i
+            while j < len(words) and (VERTEX9.fullmatch(words[j]) if key == "pv" else words[j].isdigit()):
+                j += 1
+            cur[key], i = words[i:j], j
+        else:
+            cur[key], i = words[i], i + 1
+        keys.append(key)
+    return out
+
+
+def check_kata_info(info: dict, keys: list[str], order: int):
+    """KataGo's items in KataGo's order; floats written with a decimal point
+    (Sabaki tells kata's floats from Leela Zero's integers by it)."""
+    assert keys[: len(KATA_KEYS)] == KATA_KEYS, keys
+    assert int(info["order"]) == order and info["visits"] == info["edgeVisits"]
+    for k in ("utility", "winrate", "scoreMean", "scoreStdev", "scoreLead", "scoreSelfplay", "prior", "lcb",
+              "utilityLcb"):
+        assert "." in info[k], (k, info[k])
+    wr, lcb, util = float(info["winrate"]), float(info["lcb"]), float(info["utility"])
+    assert 0.0 <= lcb <= wr <= 1.0 and 0.0 <= float(info["prior"]) <= 1.0
+    assert abs(util - (2 * wr - 1)) < 2e-6 and abs(float(info["utilityLcb"]) - (2 * lcb - 1)) < 2e-6
+    assert info["scoreMean"] == info["scoreLead"] == info["scoreSelfplay"]
+    assert float(info["scoreStdev"]) >= 0.0
+    assert info["pv"] and info["pv"][0] == info["move"]
+
+
+def test_kata_analyze_format_and_perspective():
+    """kata-analyze items in KataGo's order and units; ownership and scores
+    from the analysed side's view, rows from the top; lz-analyze unchanged
+    (pvVisits only when asked); minmoves/maxmoves; bad keys refused."""
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=9, visits=64), log=lambda m: None, warmup=False)
+    # Black: a solid wall on column D with the A-C side to itself; White has
+    # two stones on the far side.
+    for r in range(1, 10):
+        assert eng.handle(f"play b d{r}") == "=\n\n"
+    assert eng.handle("play w g3") == "=\n\n" and eng.handle("play w g7") == "=\n\n"
+    lines = {}
+    for color in ("b", "w"):
+        out = eng.handle(f"1 kata-analyze {color} 10 maxmoves 3 ownership true rootInfo true pvVisits true "
+                         "movesOwnership true")
+        assert out.startswith("=1 info move ") and out.endswith("\n\n") and out.count("\n") == 2, out
+        lines[color] = parse_kata(out[3:-2], 9)
+    for color, parsed in lines.items():
+        assert 1 <= len(parsed["infos"]) <= 3
+        for order, (info, keys) in enumerate(zip(parsed["infos"], parsed["keys"])):
+            check_kata_info(info, keys, order)
+            assert keys[len(KATA_KEYS):] == ["pvVisits", "movesOwnership"]
+            assert len(info["pvVisits"]) == len(info["pv"]) and int(info["pvVisits"][0]) == int(info["visits"])
+        assert list(parsed["root"]) == ROOT_KEYS
+        assert int(parsed["root"]["visits"]) > sum(int(i["visits"]) for i in parsed["infos"]) > 0
+        own = np.array(parsed["ownership"]).reshape(9, 9)
+        assert np.all(np.abs(own) <= 1.0)
+        sign = 1 if color == "b" else -1
+        # the wall is Black's, and mostly what it encloses (random playouts
+        # invade it); row 0 is the top line (row 9), column 3 is D
+        assert (sign * own[:, 3] > 0.9).all() and (sign * own[:, :3] > 0.5).all(), own
+        assert (sign * own[:, :4]).mean() > (sign * own[:, 5:]).mean() + 0.3, own
+        assert sign * float(parsed["root"]["scoreLead"]) > 10, parsed["root"]
+    # ownership of D9 (top row, 4th column) is the 4th number
+    assert lines["b"]["ownership"][3] > 0.9 and lines["w"]["ownership"][3] < -0.9
+    # the score is the playouts' mean area margin: each playout's margin
+    # adds up to the ownership counts
+    from alphalite import players
+
+    black, white, margins = players.playout_outcomes(eng.state, 64, 5)
+    assert margins.shape == (64,) and np.all(margins == np.round(margins - 0.5) + 0.5)  # komi 7.5
+    assert np.isclose(margins.mean(), (black - white).sum() / 64 - eng.state.komi)
+    assert (players.ownership_counts(eng.state, 64, 5)[0] == black).all()
+
+    # Leela Zero's format is unchanged; pvVisits is added only when asked for
+    out = eng.handle("2 lz-analyze b 10")
+    assert re.fullmatch(r"=2 (info move [A-HJ][1-9] visits [0-9]+ winrate [0-9]+ prior [0-9]+ lcb [0-9]+ "
+                        r"order [0-9]+ pv( [A-HJ][1-9]| pass)+ ?)+\n\n", out), out
+    out = eng.handle("3 lz-analyze b pvVisits true maxmoves 1")
+    assert re.fullmatch(r"=3 info move \S+ visits ([0-9]+) winrate [0-9]+ prior [0-9]+ lcb [0-9]+ order 0 "
+                        r"pv( \S+)+ pvVisits \1( [0-9]+)*\n\n", out), out
+
+    out = eng.handle("4 kata-analyze minmoves 30 maxmoves 30")
+    parsed = parse_kata(out[3:-2], 9)
+    assert len(parsed["infos"]) == 30 and parsed["ownership"] is None and parsed["root"] is None
+    for order, (info, keys) in enumerate(zip(parsed["infos"], parsed["keys"])):
+        check_kata_info(info, keys, order)
+    assert [int(i["visits"]) for i in parsed["infos"]] == sorted((int(i["visits"]) for i in parsed["infos"]),
+                                                                  reverse=True)
+    moves = [i["move"] for i in parsed["infos"]]
+    assert len(set(moves)) == 30 and not {f"D{r}" for r in range(1, 10)} & set(moves)
+
+    for bad in ("kata-analyze ownership maybe", "kata-analyze maxmoves", "kata-analyze b 10 bogus true",
+                "kata-analyze minmoves -1", "lz-genmove_analyze 10", "kata-analyze avoid b d4",
+                "kata-analyze avoid x d4 1", "kata-analyze allow b d4,i4 1", "lz-analyze avoid b d4 -1", "kata-analyze avoid w t19 1"):
+        assert eng.handle(f"5 {bad}") == "?5 syntax error\n\n", bad
+    # avoid/allow: accepted as KataGo spells them, not honoured, and said so
+    said = []
+    eng._log = said.append
+    out = eng.handle("6 kata-analyze b avoid b a1,b2,pass 1 allow w c3 2 maxmoves 1")
+    assert out.startswith("=6 info move ") and said == ["alphalite: avoid is parsed but not honoured: the "
+                                                        "search has no move bans", "alphalite: allow is parsed "
+                                                        "but not honoured: the search has no move bans"]
+
+
+def test_kata_analyze_streams(engine):
+    """Over real pipes: kata-analyze streams info lines until the next line
+    arrives; kata-genmove_analyze (colour optional, as KataGo) ends with the
+    move played."""
+    assert engine.ask("clear_board") == (True, "")
+    assert engine.ask("play b e5") == (True, "")
+    engine.send_raw(b"21 kata-analyze 5 ownership true\n")
+    time.sleep(0.6)
+    engine.send_raw(b"\n")
+    ok, body = engine.response("21")
+    lines = [ln for ln in body.split("\n") if ln]
+    assert ok and len(lines) >= 2, body
+    for ln in lines:
+        parsed = parse_kata(ln, 9)
+        assert parsed["infos"] and len(parsed["ownership"]) == 81
+        for order, (info, keys) in enumerate(zip(parsed["infos"], parsed["keys"])):
+            check_kata_info(info, keys, order)
+        assert parsed["ownership"][4 * 9 + 4] < 0  # White analyses: E5 is Black's stone
+    assert sum(int(i["visits"]) for i in parse_kata(lines[-1], 9)["infos"]) \
+        > sum(int(i["visits"]) for i in parse_kata(lines[0], 9)["infos"])
+    ok, body = engine.ask("22 kata-genmove_analyze 10")
+    assert ok and re.search(r"(?m)^play ([A-HJ][1-9]|pass)$", body), body
+    ok, board = engine.ask("showboard")
+    assert board.count("O") == 1 and board.count("X") == 1
+    engine.no_pending_output()
+
+
+# ---------------------------------------------------------------- @sabaki/gtp
+
+JS = ROOT / "tests" / "js"
+NODE = shutil.which("node")
+
+
+def test_sabaki_gtp_drives_the_engine(tmp_path):
+    """The engine as Sabaki runs it: @sabaki/gtp's Controller starts it in
+    another working folder, sends commands, reads analysis lines through
+    sendCommand's subscriber and stops the analysis with the next command
+    (tests/js/drive_engine.js prints what it saw as JSON)."""
+    if NODE is None:
+        pytest.skip("node not found: install Node.js and npm, then `make sabaki-gtp`, to test through @sabaki/gtp")
+    if not (JS / "node_modules" / "@sabaki" / "gtp" / "package.json").is_file():
+        pytest.skip("@sabaki/gtp not installed: run `make sabaki-gtp` (npm ci --prefix tests/js)")
+    ckpt = ROOT / "checkpoints"
+    cmd = [NODE, str(JS / "drive_engine.js"), "9", sys.executable, "-m", "alphalite.cli", "gtp", "--engine",
+           "mcts", "--checkpoint", str(ckpt / "policy9"), "--value-checkpoint", str(ckpt / "value9"),
+           "--size", "9", "--visits", "64"]
+    # PYTHONPATH: the code under test is this checkout's, whatever is installed
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    log = "\n".join(out["stderr"])
+    assert "loaded" in log and "Traceback" not in log and "internal error" not in log, log
+
+    assert out["name"] == {"error": False, "id": 1, "content": "alphalite"}
+    assert out["protocol"] == {"error": False, "id": 2, "content": "2"}
+    assert {"lz-analyze", "kata-analyze", "kata-genmove_analyze", "undo"} <= set(out["commands"])
+    for key in ("boardsize", "clear", "komi", "play", "undo"):
+        assert out[key] == {"error": False, "id": None, "content": ""}, key
+    assert out["illegal"] == {"error": True, "id": None, "content": "illegal move"}
+    assert out["genmoveOnBoard"], out["genmove"]
+    assert out["boardAfterGenmove"].count("O") == 1 and out["boardAfterGenmove"].count("X") == 1
+    assert "O" not in out["boardAfterUndo"] and out["boardAfterUndo"].count("X") == 1
+
+    lz = out["lz"]
+    assert not lz["error"] and lz["id"] == 10 and len(lz["parsed"]) >= 2, lz
+    assert lz["stoppedBy"] == {"error": False, "content": "2"}
+    for parsed in lz["parsed"]:
+        for order, info in enumerate(parsed["infos"]):
+            assert set(info) == {"move", "visits", "winrate", "prior", "lcb", "order", "pv"}, info
+            assert int(info["order"]) == order and info["pv"][0] == info["move"]
+            assert "." not in info["winrate"] and 0 <= int(info["winrate"]) <= 10000
+    kata = out["kata"]
+    assert not kata["error"] and kata["id"] == 11 and len(kata["parsed"]) >= 2, kata
+    assert kata["stoppedBy"] == {"error": False, "content": "2"}
+    for parsed in kata["parsed"]:
+        assert len(parsed["ownership"]) == 81 and all(-1 <= x <= 1 for x in parsed["ownership"])
+        assert parsed["ownership"][4 * 9 + 4] < 0  # White analyses: E5 is Black's stone
+        for order, info in enumerate(parsed["infos"]):
+            assert set(KATA_KEYS) <= set(info) and int(info["order"]) == order, info
+            assert "." in info["winrate"] and 0 <= float(info["winrate"]) <= 1
+    gen = out["kataGenmove"]
+    assert not gen["error"] and gen["id"] == 12 and VERTEX9.fullmatch(gen["play"]), gen
+    assert gen["parsed"] and len(gen["parsed"][-1]["ownership"]) == 81
+    assert out["after"]["content"].count("O") == 1 and out["after"]["content"].count("X") == 1
