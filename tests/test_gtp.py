@@ -12,7 +12,6 @@ test's tmp_path.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
 import shutil
