@@ -46,7 +46,9 @@ passing and scoring: see ``alphalite.timecontrol`` and ``alphalite.players``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import math
 import os
 import queue
@@ -1360,6 +1362,32 @@ def config_from_args(args) -> EngineConfig:
                         score_playouts=args.score_playouts)
 
 
+@contextlib.contextmanager
+def _stray_errors_held():
+    """Hold the errors Python would print for nobody (unraisable exceptions,
+    asyncio's unretrieved futures) while the nets load: a failed Orbax
+    restore leaves reads whose callbacks raise later in TensorStore's
+    threads. After a good start they are printed after all; after a failed
+    one they stay held, so the refusal is one line."""
+    held: list = []
+    hook, sys.unraisablehook = sys.unraisablehook, held.append
+    log = logging.getLogger("asyncio")
+
+    def hold(record):
+        held.append(record)
+        return False
+
+    log.addFilter(hold)
+    yield  # an exception from the body leaves everything held: the process is ending
+    log.removeFilter(hold)
+    sys.unraisablehook = hook
+    for item in held:
+        if isinstance(item, logging.LogRecord):
+            log.handle(item)
+        else:
+            hook(item)
+
+
 def run(args) -> int:
     """The ``alphalite gtp`` entry point. A bad flag or a net that is not
     what it should be stops it before it reads a command: one line on
@@ -1367,9 +1395,10 @@ def run(args) -> int:
     from alphalite import checkpoint, jitcache
 
     try:
-        cfg = config_from_args(args)
-        jitcache.enable()
-        engine = Engine(cfg)
+        with _stray_errors_held():
+            cfg = config_from_args(args)
+            jitcache.enable()
+            engine = Engine(cfg)
     except (ValueError, checkpoint.CheckpointError) as e:
         print(f"{NAME}: error: {e}", file=sys.stderr)
         code = 2
