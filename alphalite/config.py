@@ -72,5 +72,20 @@ def to_dict(cfg) -> dict:
     return dataclasses.asdict(cfg)
 
 
+def changed_fields(cfg, saved: dict, *, keep=(), legacy: dict | None = None) -> list[str]:
+    """Fields of ``cfg`` that differ from a run's saved config (a resumed run
+    must match it), as ``name (saved -> now)``, except those in ``keep``.
+    A field the saved config lacks (saved before the field existed) counts
+    as ``legacy[name]`` if given, else as the field's default."""
+    legacy = legacy or {}
+    out = []
+    for f in dataclasses.fields(cfg):
+        now = getattr(cfg, f.name)
+        was = saved.get(f.name, legacy.get(f.name, f.default))
+        if f.name not in keep and was != now:
+            out.append(f"{f.name} ({was!r} -> {now!r})")
+    return out
+
+
 def load(cls, path: str | Path):
     return from_dict(cls, json.loads(Path(path).read_text()))

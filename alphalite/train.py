@@ -24,6 +24,16 @@ from alphalite import checkpoint as ckpt
 from alphalite.config import field
 
 
+# Global-norm gradient clipping, a guard against the rare huge gradient. KataGo
+# caps at 5500 on a loss summed over the batch (about 20 per position at batch
+# 256), Leela Chess Zero at 10000; both sit far above the usual norm and only
+# catch spikes, and so does ours (on the mean loss): the b6c64 19x19 SL recipe
+# runs at a norm of 0.7-1 after its first steps (9 at the start), the
+# thesis CNN at 2-4 (p90 10), with spikes of 50-700 when Adam at a constant
+# 3e-3 throws it out of its minimum (tests/test_train.py).
+GRAD_CLIP = 10.0
+
+
 @dataclasses.dataclass(frozen=True)
 class SLConfig:
     data: str = field("data/tygem", "dataset folder made by `alphalite data build`")
@@ -35,6 +45,8 @@ class SLConfig:
     learning_rate: float = field(0.05, "peak learning rate")
     momentum: float = field(0.9, "SGD momentum (0 = plain SGD, as Clark & Storkey)")
     weight_decay: float = field(1e-4, "L2 weight decay (decoupled for adamw)")
+    grad_clip: float = field(GRAD_CLIP, "clip each step's gradient to this global norm before the optimizer "
+                             "(0 = off): a guard against the rare huge gradient, far above the usual norm")
     schedule: str = field("cosine", "learning-rate schedule; clark = 1x for 70%, 1/5 for 20%, "
                           "1/10 for the last 10% of steps", ("constant", "cosine", "clark"))
     warmup_steps: int = field(200, "linear warm-up steps (cosine and constant)")
@@ -61,6 +73,21 @@ class SLConfig:
 # Fields a resumed run may change; everything else must match config.json.
 RESUMABLE_OVERRIDES = ("total_steps", "max_minutes", "eval_every", "eval_positions",
                        "checkpoint_every", "log_every", "data")
+# What a run saved before a field existed did, where that is not the field's
+# default: runs before gradient clipping trained without it.
+LEGACY_VALUES = {"grad_clip": 0.0}
+
+
+class TrainingDiverged(ValueError):
+    """A step gave a non-finite loss, gradient or parameters; nothing of it is saved."""
+
+
+def with_clipping(tx, max_norm: float):
+    """``tx`` behind global-norm gradient clipping (``max_norm`` 0: ``tx``
+    itself, so the optimizer state of runs without clipping still loads)."""
+    import optax
+
+    return optax.chain(optax.clip_by_global_norm(max_norm), tx) if max_norm > 0 else tx
 
 
 def make_optimizer(cfg: SLConfig):
@@ -88,7 +115,7 @@ def make_optimizer(cfg: SLConfig):
         tx = optax.chain(optax.add_decayed_weights(wd) if wd else optax.identity(), optax.adagrad(schedule))
     else:
         tx = optax.chain(optax.add_decayed_weights(wd) if wd else optax.identity(), optax.adadelta(schedule))
-    return tx, schedule
+    return with_clipping(tx, cfg.grad_clip), schedule
 
 
 def _train_state_cls():
@@ -136,13 +163,36 @@ def make_train_step(masked: bool):
             return nll.mean(), (logp, updates)
 
         (loss, (logp, updates)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-        state = state.apply_gradients(grads=grads)
-        if updates:
-            state = state.replace(batch_stats=updates["batch_stats"])
+        state, m = apply_update(state, grads, updates, loss)
         acc = (jnp.argmax(jnp.where(batch["legal"], logp, -jnp.inf), axis=-1) == batch["moves"]).mean()
-        return state, {"loss": loss, "accuracy": acc}
+        return state, {**m, "accuracy": acc}
 
     return jax.jit(train_step, donate_argnums=0)
+
+
+def apply_update(state, grads, updates: dict, loss):
+    """The end of every train step (policy and value): the optimizer update
+    (clipping included, see ``with_clipping``), the new batch statistics, and
+    the metrics ``loss``, ``grad_norm`` (before clipping) and ``finite``
+    (loss, gradient and new parameters all finite; the loop stops on False)."""
+    import jax.numpy as jnp
+    import optax
+
+    grad_norm = optax.tree.norm(grads)
+    state = state.apply_gradients(grads=grads)
+    if updates:
+        state = state.replace(batch_stats=updates["batch_stats"])
+    finite = jnp.isfinite(loss) & all_finite(grads) & all_finite(state.params)
+    return state, {"loss": loss, "grad_norm": grad_norm, "finite": finite}
+
+
+def all_finite(tree):
+    """Whether every value in ``tree`` is finite (a JAX bool; not by the
+    norm, whose squares overflow for large finite values)."""
+    import jax
+    import jax.numpy as jnp
+
+    return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree_util.tree_leaves(tree)]))
 
 
 def make_predict(model, masked: bool = True):
@@ -251,21 +301,35 @@ def evaluate(predict, variables, batches, num_actions: int, max_positions: int =
 def _check_resume(cfg: SLConfig, workdir: Path) -> None:
     from alphalite import config as config_lib
 
-    path = workdir / "config.json"
-    if not path.exists():
-        return
-    saved = json.loads(path.read_text())
-    saved_cfg = saved.get("sl", saved)
-    mine = config_lib.to_dict(cfg)
-    defaults = config_lib.to_dict(SLConfig())  # runs saved before a field existed used its default
-    diff = [k for k in mine if k not in RESUMABLE_OVERRIDES and saved_cfg.get(k, defaults[k]) != mine[k]]
+    saved = json.loads((workdir / "config.json").read_text())
+    diff = config_lib.changed_fields(cfg, saved.get("sl", saved), keep=RESUMABLE_OVERRIDES,
+                                     legacy=LEGACY_VALUES)
     if diff:
         raise ValueError(f"{workdir} holds a run with a different config ({', '.join(diff)}); "
                          "use another --workdir or the same settings")
 
 
+def _start_afresh(workdir: Path) -> None:
+    """A folder with a config.json but no checkpoint holds an attempt that
+    saved nothing (it stopped before its first checkpoint): its config does
+    not bind the new start, and its metrics move aside so that the curves
+    show one run."""
+    if not (workdir / "config.json").exists():
+        return
+    note = ""
+    if (workdir / "metrics.jsonl").exists():
+        (workdir / "metrics.jsonl").replace(workdir / "metrics.jsonl.old")
+        note = " (its metrics moved to metrics.jsonl.old)"
+    print(f"{workdir} held an earlier start but no checkpoint: starting afresh{note}", flush=True)
+
+
 def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = True) -> dict:
-    """Train (or resume) the run in ``workdir``; returns the last metrics."""
+    """Train (or resume) the run in ``workdir``; returns the last metrics.
+
+    Everything that can refuse the run (model, data, a different config in
+    the folder) does so before anything is written. A step with a non-finite
+    loss, gradient or parameters raises TrainingDiverged; the checkpoints
+    saved before it are kept and nothing of it is saved."""
     import jax
     import jax.numpy as jnp
     from tqdm import tqdm
@@ -274,8 +338,6 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     from alphalite import dataset, features, metrics, nets
 
     workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    _check_resume(cfg, workdir)
     size = cfg.board_size
     num_actions = size * size + 1
     planes = features.num_planes(cfg.preset)
@@ -283,44 +345,55 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     if is_value != cfg.model.endswith("_value"):
         raise ValueError(f"task {cfg.task} cannot train model {cfg.model!r}: value nets end in _value")
     info = {"model": cfg.model, "board_size": size, "preset": cfg.preset, "kind": cfg.task}
-    ckpt.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
 
     model = nets.make_model(cfg.model, size, planes)
     tx, schedule = make_optimizer(cfg)
     rng = jax.random.PRNGKey(cfg.seed)
     state = create_state(model, tx, rng, jnp.zeros((1, size, size, planes), jnp.float32))
-    mgr = ckpt.manager(workdir / "ckpt", max_to_keep=3)
-    best_mgr = ckpt.manager(workdir / "best", max_to_keep=1)
-    best_key = "best_val_neg_mse" if is_value else "best_val_top1"
-    meta = {"step": 0, best_key: -1e9 if is_value else -1.0, "seconds": 0.0}
-    restored = ckpt.restore(mgr, state)
-    if restored is not None:
-        state, meta = restored
-        print(f"resumed {workdir} at step {meta['step']}", flush=True)
-    elif cfg.init_trunk:
-        from alphalite import value as value_lib
-
-        state = value_lib.init_trunk_from(state, cfg.init_trunk, cfg.preset)
-    step = int(meta["step"])
-
     if is_value:
         from alphalite import value as value_lib
 
         train_step, predict = value_lib.make_train_step(), value_lib.make_predict(model)
         batch_keys = ("planes", "outcomes")
         select = value_lib.position_filter(cfg.marked_only)
+        val_select = value_lib.position_filter(cfg.marked_only, validation=True)
     else:
         train_step, predict = make_train_step(cfg.masked), make_predict(model, cfg.masked)
-        batch_keys, select = ("planes", "moves", "legal"), {}
-    loader = prefetch(dataset.iterate_batches(
-        cfg.data, split="train", batch_size=cfg.batch_size, preset=cfg.preset, seed=cfg.seed,
-        symmetries=cfg.symmetries, winner_only=cfg.winner_only, include_passes=cfg.include_passes,
-        board_size=size, start_batch=step, per_game=cfg.per_game, **select))
+        batch_keys, select, val_select = ("planes", "moves", "legal"), {}, {}
+    train_games = dataset.load_games(cfg.data, "train", size)
+    train_opts = dict(winner_only=cfg.winner_only, include_passes=cfg.include_passes, board_size=size,
+                      per_game=cfg.per_game, **select)
+    dataset.iterate_batches(train_games, batch_size=cfg.batch_size, preset=cfg.preset, **train_opts)  # checks
+    if not dataset.count_positions(cfg.data, split="val", board_size=size, **val_select):
+        raise dataset.DatasetError(f"{cfg.data} has no validation positions of size {size} for this task "
+                                   "(split 'val'); rebuild it with --val-frac > 0")
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    mgr = ckpt.manager(workdir / "ckpt", max_to_keep=3)
+    best_mgr = ckpt.manager(workdir / "best", max_to_keep=1)
+    if mgr.latest_step() is not None and (workdir / "config.json").exists():
+        _check_resume(cfg, workdir)
+    best_key = "best_val_neg_mse" if is_value else "best_val_top1"
+    meta = {"step": 0, best_key: -1e9 if is_value else -1.0, "seconds": 0.0}
+    restored = ckpt.restore(mgr, state)
+    if restored is not None:
+        state, meta = restored
+        print(f"resumed {workdir} at step {meta['step']}", flush=True)
+    else:
+        if cfg.init_trunk:
+            from alphalite import value as value_lib
+
+            state = value_lib.init_trunk_from(state, cfg.init_trunk, cfg.preset)
+        _start_afresh(workdir)
+    ckpt.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
+    step = int(meta["step"])
+    loader = prefetch(dataset.iterate_batches(train_games, batch_size=cfg.batch_size, preset=cfg.preset,
+                                              seed=cfg.seed, symmetries=cfg.symmetries, start_batch=step,
+                                              **train_opts))
 
     def val_batches():
-        extra = value_lib.position_filter(cfg.marked_only, validation=True) if is_value else {}
         return dataset.iterate_eval(cfg.data, split="val", batch_size=256, preset=cfg.preset,
-                                    board_size=size, **extra)
+                                    board_size=size, **val_select)
 
     def save(kind_mgr):
         meta.update(step=step)
@@ -350,11 +423,13 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
 
     start = time.time()
     seconds0 = float(meta.get("seconds", 0.0))
-    window = {"loss": 0.0, "accuracy": 0.0, "n": 0, "t": time.time()}
+    sums = ("loss", "accuracy", "grad_norm")
+    window = {**dict.fromkeys(sums, 0.0), "n": 0, "t": time.time()}
     last = {}
     bar = tqdm(total=cfg.total_steps, initial=step, desc="sl", unit="step", disable=not progress,
                dynamic_ncols=True, mininterval=2.0)
     stopped = "finished"
+    diverged = ""
     stop = _GracefulStop()
     try:
         while step < cfg.total_steps:
@@ -364,19 +439,24 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
             batch = next(loader)
             state, m = train_step(state, {k: batch[k] for k in batch_keys})
             step += 1
+            m = {k: float(m[k]) for k in (*sums, "finite")}
+            if not m["finite"]:
+                diverged = (f"step {step} gave a non-finite loss, gradient or parameters (loss {m['loss']:.4g}, "
+                            f"gradient norm {m['grad_norm']:.4g})")
+                break
             bar.update(1)
-            window["loss"] += float(m["loss"])
-            window["accuracy"] += float(m["accuracy"])
+            for k in sums:
+                window[k] += m[k]
             window["n"] += 1
             if step % cfg.log_every == 0 or step == cfg.total_steps:
                 dt = time.time() - window["t"]
                 n = window["n"]
-                last = {"step": step, "loss": window["loss"] / n, "accuracy": window["accuracy"] / n,
-                        "lr": float(schedule(step)), "positions_per_s": n * cfg.batch_size / max(dt, 1e-9),
+                last = {"step": step, **{k: window[k] / n for k in sums}, "lr": float(schedule(step)),
+                        "positions_per_s": n * cfg.batch_size / max(dt, 1e-9),
                         "positions_seen": step * cfg.batch_size}
                 ckpt.append_jsonl(workdir / "metrics.jsonl", last)
                 bar.set_postfix(loss=f"{last['loss']:.3f}", acc=f"{last['accuracy']:.3f}")
-                window = {"loss": 0.0, "accuracy": 0.0, "n": 0, "t": time.time()}
+                window = {**dict.fromkeys(sums, 0.0), "n": 0, "t": time.time()}
             if step % cfg.eval_every == 0:
                 last = {**last, **run_eval()}
             if step % cfg.checkpoint_every == 0:
@@ -391,8 +471,14 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         stop.restore()
         bar.close()
         meta["seconds"] = seconds0 + time.time() - start
-        if mgr.latest_step() != step:
+        if not diverged and mgr.latest_step() != step:
             save(mgr)
+    if diverged:
+        good = mgr.latest_step()
+        kept = (f"the last good checkpoint, step {good}, is kept in {workdir / 'ckpt'}; start again in "
+                "another --workdir" if good is not None else "no checkpoint was saved; start again")
+        raise TrainingDiverged(f"training diverged: {diverged}; {kept} with a lower --learning-rate or "
+                               f"--grad-clip (now {cfg.grad_clip:g})")
     if stopped != "interrupted" and (not ckpt.read_jsonl(workdir / "metrics.jsonl")
                                      or step % cfg.eval_every != 0):
         last = {**last, **run_eval()}
@@ -420,6 +506,9 @@ def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int =
         batches = dataset.iterate_eval(data_dir, split=use_split, batch_size=batch_size, preset=preset,
                                        board_size=size, max_games=max_games)
         res = evaluate(predict, variables, batches, size * size + 1)
+        if not res["positions"]:
+            raise dataset.DatasetError(f"nothing to evaluate: split {use_split!r} of {data_dir} holds no "
+                                       f"position of size {size}")
     res = {"checkpoint": str(checkpoint), "model": info["model"], "board_size": size, "preset": preset,
            "split": use_split, **res}
     if plot_dir:

@@ -37,9 +37,12 @@ def position_filter(marked_only: bool, validation: bool = False) -> dict:
 
 def make_train_step():
     """jitted ``(state, {"planes" [B,H,W,C], "outcomes" [B]}) -> (state,
-    {"loss": MSE, "accuracy": sign agreement})``; state donated."""
+    {"loss": MSE, "accuracy": sign agreement, "grad_norm", "finite"})``;
+    state donated."""
     import jax
     import jax.numpy as jnp
+
+    from alphalite import train
 
     def train_step(state, batch):
         def loss_fn(params):
@@ -52,11 +55,8 @@ def make_train_step():
             return jnp.mean((v - batch["outcomes"]) ** 2), (v, updates)
 
         (loss, (v, updates)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-        state = state.apply_gradients(grads=grads)
-        if updates:
-            state = state.replace(batch_stats=updates["batch_stats"])
-        acc = jnp.mean((v > 0) == (batch["outcomes"] > 0))
-        return state, {"loss": loss, "accuracy": acc}
+        state, m = train.apply_update(state, grads, updates, loss)
+        return state, {**m, "accuracy": jnp.mean((v > 0) == (batch["outcomes"] > 0))}
 
     return jax.jit(train_step, donate_argnums=0)
 
@@ -146,7 +146,10 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
         if len(srcs) == 1 and (Path(srcs[0]) / "index.json").exists():
             data, test_split = srcs[0], split
         else:
-            dataset.build(srcs, tmp, jobs=1, sizes=(size,), val_frac=0.0, test_frac=0.2, progress=False)
+            try:
+                dataset.build(srcs, tmp, jobs=1, sizes=(size,), val_frac=0.0, test_frac=0.2, progress=False)
+            except dataset.NoGamesKept as e:  # its log is in the temporary folder
+                raise dataset.DatasetError(f"{', '.join(srcs)}: {e.detail}") from None
             data, test_split = tmp, "test"
         sel = {"decided_only": True, "move_numbers": SNAPSHOT_MOVES}
         tests = list(dataset.iterate_eval(data, split=test_split, preset=preset, board_size=size,

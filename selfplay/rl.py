@@ -49,6 +49,7 @@ import numpy as np
 
 from alphalite import checkpoint as ckpt
 from alphalite.config import field
+from alphalite.train import GRAD_CLIP, LEGACY_VALUES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +60,8 @@ class RLConfig:
     optimizer: str = field("adam", "optax optimizer", ("adam", "sgd"))
     learning_rate: float = field(1e-4, "step size")
     momentum: float = field(0.0, "SGD momentum")
+    grad_clip: float = field(GRAD_CLIP, "clip each update's gradient to this global norm (0 = off), "
+                             "as SL training does")
     baseline: str = field("colour", "REINFORCE baseline: the learner's mean outcome in the batch with the "
                           "same colour, over the whole batch, or none", ("colour", "mean", "none"))
     temperature: float = field(1.0, "sampling temperature of both players in training games")
@@ -172,9 +175,11 @@ def policy_gradient(grad_fn, params, batch_stats, positions, weights: np.ndarray
 def make_optimizer(cfg: RLConfig):
     import optax
 
+    from alphalite.train import with_clipping
+
     if cfg.optimizer == "adam":
-        return optax.adam(cfg.learning_rate)
-    return optax.sgd(cfg.learning_rate, momentum=cfg.momentum or None)
+        return with_clipping(optax.adam(cfg.learning_rate), cfg.grad_clip)
+    return with_clipping(optax.sgd(cfg.learning_rate, momentum=cfg.momentum or None), cfg.grad_clip)
 
 
 # ---------------------------------------------------------------- run folder
@@ -199,8 +204,7 @@ def _check_resume(cfg: RLConfig, workdir: Path) -> None:
     if not path.exists():
         return
     saved = json.loads(path.read_text())
-    mine = config_lib.to_dict(cfg)
-    diff = [k for k in mine if k not in RESUMABLE_OVERRIDES and saved.get(k) != mine[k]]
+    diff = config_lib.changed_fields(cfg, saved, keep=RESUMABLE_OVERRIDES, legacy=LEGACY_VALUES)
     if diff:
         raise ValueError(f"{workdir} holds an RL run with a different config ({', '.join(diff)}); "
                          "use another workdir or the same settings")
@@ -404,7 +408,12 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
             grads, st = policy_gradient(grad_fn, state.params, batch_stats, pos, weights, inv_temp,
                                         cfg.micro_batch)
             gnorm = float(jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree_util.tree_leaves(grads))))
-            state = state.apply_gradients(grads=grads)
+            new_state = state.apply_gradients(grads=grads)
+            if not (np.isfinite(gnorm) and bool(train.all_finite(new_state.params))):
+                raise train.TrainingDiverged(
+                    f"training diverged: iteration {it + 1} gave a non-finite gradient (norm {gnorm:.4g}) or "
+                    f"parameters, not applied; the run stays at iteration {it} ({workdir / 'ckpt'})")
+            state = new_state
             it += 1
             if it % cfg.pool_every == 0:
                 name = f"iter_{it:06d}"

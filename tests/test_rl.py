@@ -93,6 +93,23 @@ def test_one_iteration_writes_metrics_checkpoint_pool(tmp_path):
     assert not np.allclose(a["params"]["policy_dense"]["kernel"], b["params"]["policy_dense"]["kernel"])
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_a_non_finite_update_stops_the_run_unapplied(tmp_path):
+    """An absurd learning rate (inf in float32): the update is refused, the
+    run stays at its last good iteration, clipping is in the chain."""
+    from alphalite import train
+
+    _export_tiny(tmp_path / "sl")
+    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=2, games_per_iteration=2, eval_games=0,
+                      learning_rate=1e39, micro_batch=64, max_moves=20)
+    assert cfg.grad_clip == train.GRAD_CLIP and len(rl.make_optimizer(cfg).init({"w": jnp.zeros(1)})) == 2
+    with pytest.raises(train.TrainingDiverged, match="iteration 1 gave a non-finite .* stays at iteration 0"):
+        rl.train_rl(cfg, tmp_path / "run", progress=False)
+    state, meta = checkpoint.restore(checkpoint.manager(tmp_path / "run" / "ckpt"), _abstract_state(tmp_path / "sl"))
+    assert meta["iteration"] == 0
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(state.params))
+
+
 def test_bad_config_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="even"):
         rl.check_config(rl.RLConfig(games_per_iteration=3))
@@ -105,8 +122,8 @@ def _abstract_state(sl):
 
     info, v = checkpoint.load_variables(sl)
     model = nets.make_model(info["model"], info["board_size"], 17)
-    return train._train_state_cls().create(apply_fn=model.apply, params=v["params"], tx=optax.adam(1e-4),
-                                           batch_stats=v["batch_stats"])
+    return train._train_state_cls().create(apply_fn=model.apply, params=v["params"],
+                                           tx=rl.make_optimizer(rl.RLConfig()), batch_stats=v["batch_stats"])
 
 
 def _wait_for(path, pred, proc, timeout=240):

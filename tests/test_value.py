@@ -206,10 +206,21 @@ def test_eval_value_prints_the_four_move_buckets(sample_data, tmp_path, capsys):
         assert 0.0 <= res[who]["accuracy"] <= 1.0 and 0.0 <= res[who]["mse"] <= 4.0
     assert res["influence"]["train_games"] == 80
     assert res["paper_influence_accuracy"]["180"] == 0.893
+    # nothing to evaluate is an error, not a zero result: a split without
+    # games of the net's size, or SGF sources of which no game is kept
+    nine = tmp_path / "nine"
+    dataset.build([ROOT / "tests" / "data" / "handicap-9x9.sgf"], nine, jobs=1, test_frac=1.0, val_frac=0.0,
+                  progress=False)
+    bad = ROOT / "tests" / "data" / "corrupt.sgf"
+    for src, words in ((nine, "no decided test games of size 19"), (bad, "corrupt.sgf: kept no game of size 19")):
+        assert cli.main(["eval-value", "--checkpoint", str(ck), str(src)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1 and words in captured.err, captured.err
+        assert "skipped.tsv" not in captured.err  # the temporary build's log is gone
 
 
 def test_eval_value_rejects_a_policy_checkpoint():
-    with pytest.raises(ValueError, match="not a value net"):
+    with pytest.raises(checkpoint.CheckpointError, match="policy19 is not a value net"):
         value.load_value_net(str(ROOT / "checkpoints" / "policy19"))
 
 
