@@ -20,6 +20,8 @@ Output folder::
 
     index.json            {"format", "complete", "shards": [{"file", "split",
                            "games", "moves", "sizes"}], "summary", "options"}
+    skipped.tsv           every record not kept and every corrupt archive:
+                          record, reason, detail (one per line)
     train-00000.npz ...   shards, written to a temp name then renamed
     val-00000.npz, test-00000.npz
 
@@ -106,6 +108,7 @@ from numba import njit
 from alphalite import board, features, sgf
 
 FORMAT = "alphalite-games-v1"
+SKIPPED_LOG = "skipped.tsv"  # in a built folder: every record not kept, with the reason
 SPLITS = ("train", "val", "test")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar", ".zip")
 MAX_RECORD_BYTES = 8 << 20  # a member larger than this is not a game record
@@ -116,6 +119,15 @@ _STR_FIELDS = ("game_id", "result", "black_player", "white_player", "black_rank"
 
 class DatasetError(ValueError):
     """Bad sources or dataset folder; the message is one line."""
+
+
+class NoGamesKept(DatasetError):
+    """``build`` kept no game; ``detail`` is the message without the log's
+    path (for builds into a temporary folder)."""
+
+    def __init__(self, message: str, detail: str):
+        super().__init__(message)
+        self.detail = detail
 
 
 # ====================================================================== sources
@@ -155,11 +167,12 @@ def _expand_sources(paths: list[Path]) -> Iterator[Path]:
             yield p
 
 
-def iter_records(path: Path, errors: Counter) -> Iterator[tuple[str, bytes | None]]:
+def iter_records(path: Path, errors: Counter, log=None) -> Iterator[tuple[str, bytes | None]]:
     """(name, bytes) for each SGF record of one file or archive, in order.
 
     A member that cannot be read yields (name, None); a corrupt archive stops
-    (what it gave so far stays) and counts ``errors["corrupt_archive"]``."""
+    (what it gave so far stays), counts ``errors["corrupt_archive"]`` and
+    calls ``log(name, "corrupt_archive", why)``."""
     name = str(path)
     if _is_sgf(name):
         try:
@@ -193,8 +206,9 @@ def iter_records(path: Path, errors: Counter) -> Iterator[tuple[str, bytes | Non
                     f = tf.extractfile(info)
                     yield member, (f.read() if f is not None else None)
     except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
-        del e
         errors["corrupt_archive"] += 1
+        if log is not None:
+            log(name, "corrupt_archive", f"{type(e).__name__}: {e}")
 
 
 # ====================================================================== workers
@@ -213,24 +227,24 @@ def game_hash(size: int, sp, sc, mv, cl) -> int:
 
 
 def process_record(name: str, data: bytes | None, sizes: tuple[int, ...]):
-    """('game', dict) or ('skip', reason) for one record."""
+    """('game', dict) or ('skip', (reason, detail)) for one record."""
     if data is None:
-        return "skip", "read_error"
+        return "skip", ("read_error", f"unreadable, or larger than {MAX_RECORD_BYTES >> 20} MiB")
     try:
         rec = sgf.read_sgf(data)
     except sgf.SgfError as e:
-        return "skip", "unsupported_size" if str(e).startswith("unsupported board size") else "parse_error"
+        return "skip", ("unsupported_size" if str(e).startswith("unsupported board size") else "parse_error", str(e))
     if sizes and rec.size not in sizes:
-        return "skip", "unsupported_size"
+        return "skip", ("unsupported_size", f"board size {rec.size}, not in --sizes {','.join(map(str, sizes))}")
     if not rec.moves:
-        return "skip", "empty"
+        return "skip", ("empty", "no moves")
     sp, sc, mv, cl = sgf.record_arrays(rec)
     n, why = sgf.replay_moves(rec.size, sp, sc, mv, cl, True, False, board.zobrist_table())
     n, why = int(n), int(why)
     if why < 0:
-        return "skip", "bad_setup"
+        return "skip", ("bad_setup", "the setup stones are not a legal position")
     if n == 0:
-        return "skip", "illegal_move"
+        return "skip", ("illegal_move", f"the first move is illegal ({stop_name(why)})")
     stop = why
     if not stop and rec.stop == "setup":
         stop = STOP_SETUP
@@ -354,7 +368,10 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     """Build a dataset folder from SGF sources; returns the summary dict.
 
     Ctrl-C (KeyboardInterrupt) writes the games finished so far as complete
-    shards with ``"complete": false`` in the index, then re-raises."""
+    shards with ``"complete": false`` in the index, then re-raises. Every
+    record not kept (and every corrupt archive) is listed with the reason in
+    ``skipped.tsv`` in ``out``; a build that keeps no game raises
+    DatasetError pointing there."""
     t0 = time.time()
     paths = check_sources(srcs)
     if not (0 <= val_frac <= 1 and 0 <= test_frac <= 1 and val_frac + test_frac <= 1):
@@ -378,11 +395,18 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     files = 0
     writer = _ShardWriter(out, shard_games)
     jobs = jobs or os.cpu_count() or 1
+    log_path = out / SKIPPED_LOG
+    log_file = open(out / f".{SKIPPED_LOG}.tmp", "w")
+    log_file.write("record\treason\tdetail\n")
+
+    def log(name, reason, detail):
+        clean = " ".join(str(detail).split())  # one line, no tabs
+        log_file.write(f"{name}\t{reason}\t{clean}\n")
 
     def batches():
         batch = []
         for p in _expand_sources(paths):
-            for item in iter_records(p, errors):
+            for item in iter_records(p, errors, log):
                 batch.append(item)
                 if len(batch) >= batch_files:
                     yield batch
@@ -424,11 +448,13 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             for (name, _), (kind, val) in zip(items, res):
                 files += 1
                 if kind == "skip":
-                    skipped[val] += 1
+                    skipped[val[0]] += 1
+                    log(name, *val)
                     continue
                 h = val["game_hash"]
                 if h in seen:
                     skipped["duplicate"] += 1
+                    log(name, "duplicate", "the same game as an earlier record")
                     continue
                 seen.add(h)
                 if val["stop"]:
@@ -448,11 +474,14 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
         stream.close()  # stops the worker pool
         bar.close()
         writer.flush_all()
+        log_file.close()
+        os.replace(log_file.name, log_path)
         summary = {
             "files": files, "games": sum(kept.values()), "games_by_split": {s: kept[s] for s in SPLITS},
             "positions": sum(positions.values()), "positions_by_split": {s: positions[s] for s in SPLITS},
             "skipped": dict(sorted(skipped.items())), "truncated": dict(sorted(truncated.items())),
-            "corrupt_archives": errors["corrupt_archive"], "shards": len(writer.shards),
+            "corrupt_archives": errors["corrupt_archive"], "skipped_log": str(log_path),
+            "shards": len(writer.shards),
             "out": str(out), "complete": complete, "seconds": round(time.time() - t0, 2),
         }
         options = {"sources": [str(p) for p in paths], "sizes": list(sizes), "val_frac": val_frac,
@@ -464,6 +493,12 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             for s in old_index["shards"]:
                 if s["file"] not in new and (out / s["file"]).exists():
                     (out / s["file"]).unlink()
+    if not summary["games"]:
+        why = [f"{k} {v}" for k, v in sorted(skipped.items())]
+        why += [f"corrupt archives {errors['corrupt_archive']}"] if errors["corrupt_archive"] else []
+        detail = (f"kept no game of size {','.join(map(str, sizes))} from {files} SGF records"
+                  + (f" ({', '.join(why)})" if why else ""))
+        raise NoGamesKept(f"{detail}; each skipped record and why: {log_path}", detail)
     return summary
 
 
@@ -585,8 +620,11 @@ def resolve_eval_source(sources, tmp_dir, *, split: str = "test", board_size: in
     sources = [str(s) for s in sources]
     if len(sources) == 1 and (Path(sources[0]) / "index.json").exists():
         return sources[0], split
-    build(sources, tmp_dir, jobs=1, sizes=(board_size,), val_frac=0.0, test_frac=1.0,
-          max_games=max_games, progress=False)
+    try:
+        build(sources, tmp_dir, jobs=1, sizes=(board_size,), val_frac=0.0, test_frac=1.0,
+              max_games=max_games, progress=False)
+    except NoGamesKept as e:
+        raise DatasetError(f"{', '.join(sources)}: {e.detail}") from None
     return str(tmp_dir), "test"
 
 

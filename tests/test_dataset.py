@@ -113,9 +113,38 @@ def test_archives_folders_bad_files_duplicates(tmp_path):
     # 40 unique archive games + gb18030 + illegal-move; the broken archive repeats the first 40
     assert s["games"] == 42
     assert s["files"] == s["games"] + sum(sk.values())
+    # every record not kept, and each corrupt archive, is in skipped.tsv with its reason
+    rows = [ln.split("\t") for ln in (tmp_path / "out" / "skipped.tsv").read_text().splitlines()[1:]]
+    assert s["skipped_log"] == str(tmp_path / "out" / "skipped.tsv")
+    assert len(rows) == sum(sk.values()) + s["corrupt_archives"] and all(len(r) == 3 for r in rows)
+    reasons = {Path(r[0]).name: r[1] for r in rows}
+    assert all(reasons[n] == "parse_error" for n in BAD) and reasons["empty.sgf"] == "empty"
+    assert reasons["handicap-9x9.sgf"] == "unsupported_size" and reasons["garbage.zip"] == "corrupt_archive"
+    assert [r[2] for r in rows if r[0].endswith("handicap-9x9.sgf")] == ["board size 9, not in --sizes 19"]
     games = dataset.load_games(tmp_path / "out", "all")
     i = [k for k, gid in enumerate(games["game_id"]) if gid.endswith("illegal-move.sgf")][0]
     assert games["num_moves"][i] == 3 and games["total_moves"][i] == 5 and games["stop"][i] == board.OCCUPIED
+
+
+def test_a_build_that_keeps_no_game_is_an_error_naming_its_log(tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in BAD + ("handicap-9x9.sgf",):
+        shutil.copy(DATA / n, src / n)
+    code = cli.main(["data", "build", str(src), "--out", str(tmp_path / "out"), "--sizes", "19", "--quiet"])
+    captured = capsys.readouterr()
+    log = tmp_path / "out" / "skipped.tsv"
+    assert code == 2 and captured.out == "" and captured.err.count("\n") == 1, captured
+    assert "kept no game of size 19 from 4 SGF records (parse_error 3, unsupported_size 1)" in captured.err
+    assert str(log) in captured.err
+    rows = [ln.split("\t") for ln in log.read_text().splitlines()[1:]]
+    assert sorted((Path(r[0]).name, r[1]) for r in rows) == sorted(
+        [(n, "parse_error") for n in BAD] + [("handicap-9x9.sgf", "unsupported_size")])
+    assert all(r[2] for r in rows)  # each with the reader's own words
+    # evaluating such sources names them, not a log in a temporary folder
+    with pytest.raises(dataset.DatasetError, match="corrupt.sgf: kept no game of size 19") as e:
+        dataset.resolve_eval_source([src / "corrupt.sgf"], tmp_path / "tmp")
+    assert "skipped.tsv" not in str(e.value)
 
 
 def test_interrupt_keeps_finished_shards(tmp_path, monkeypatch):
