@@ -12,8 +12,14 @@ from alphalite import gtp
 
 def _engine(logs, **kw):
     # 7x7: no shipped net, so rollout MCTS with line priors (fast, no JAX).
+    # Warmed up as a controller finds it (clear_board waits for the warm-up):
+    # a cold first move spends its budget loading kernels (13 s on a fresh CI
+    # cache) and says nothing about the clock.
     cfg = gtp.EngineConfig(**{"engine": "mcts", "size": 7, "komi": 7.5, "seed": 1, **kw})
-    return gtp.Engine(cfg, log=logs.append, warmup=False)
+    eng = gtp.Engine(cfg, log=logs.append)
+    assert eng.handle("clear_board").startswith("=")
+    logs.clear()
+    return eng
 
 
 def _moves(logs):
