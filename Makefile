@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/pip install -q --require-hashes -r $(LOCK)
 	$(BIN)/pip install -q --no-deps -e .
 	$(BIN)/pip check
+	@echo "compiling the engine's kernels once (Numba's disk cache), so a GUI's first move starts warm"
+	printf 'boardsize 9\nclear_board\nboardsize 19\nclear_board\nquit\n' | $(BIN)/alphalite gtp > /dev/null
 	touch $(STAMP)
 
 install: $(STAMP)
