@@ -29,14 +29,14 @@ PACKAGES = ("alphalite", "search", "selfplay")
 
 @functools.cache
 def package_stamp() -> tuple:
-    """(name, sha1 of the text) of every package file that defines kernels
+    """(name, sha1 of the text) of every package file, subpackages included, that defines kernels
     (an ``@njit`` line), read once per process, when ``install()`` runs:
     Numba compiles the code this process imported, so a file edited later
     must not lend its stamp to kernels built from the old text (they would be
     loaded as current by the next process)."""
     stamp = []
     for pkg in PACKAGES:
-        for p in sorted((ROOT / pkg).glob("*.py")):
+        for p in sorted((ROOT / pkg).rglob("*.py")):
             try:
                 data = p.read_bytes()
             except OSError:
@@ -51,7 +51,7 @@ def _ours(path: str) -> bool:
         rel = Path(path).resolve().relative_to(ROOT)
     except (OSError, ValueError):
         return False
-    return len(rel.parts) == 2 and rel.parts[0] in PACKAGES
+    return len(rel.parts) >= 2 and rel.parts[0] in PACKAGES
 
 
 def _impl(caching):
