@@ -68,7 +68,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b; done
 
-# Compiled Numba kernels and bytecode (alphalite/numba_cache.py already
+# Compiled Numba kernels and bytecode (alphalite/runtime/numba_cache.py already
 # rebuilds kernels whose sources changed).
 clean-cache:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print | xargs rm -rf

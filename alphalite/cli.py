@@ -27,13 +27,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _data_build(args):
-    from alphalite import dataset
+    from alphalite.data import dataset
 
     return dataset.cli_build(args)
 
 
 def _data_gnugo(args):
-    from alphalite import gnugo_games
+    from alphalite.data import gnugo_games
 
     return gnugo_games.cli(args)
 
@@ -41,8 +41,8 @@ def _data_gnugo(args):
 def _sl(args):
     import json
 
-    from alphalite import config as config_lib
-    from alphalite import train
+    from alphalite.runtime import config as config_lib
+    from alphalite.train import supervised as train
 
     base = json.loads(open(args.config).read()) if args.config else {}
     cfg = config_lib.from_args(train.SLConfig, args, base)
@@ -54,7 +54,7 @@ def _sl(args):
 def _rl(args):
     import json
 
-    from alphalite import config as config_lib
+    from alphalite.runtime import config as config_lib
     from selfplay import rl
 
     base = json.loads(open(args.config).read()) if args.config else {}
@@ -69,7 +69,7 @@ def _rl(args):
 def _eval_policy(args):
     import json
 
-    from alphalite import train
+    from alphalite.train import supervised as train
 
     res = train.evaluate_checkpoint(args.checkpoint, args.src, max_games=args.max_games,
                                     split=args.split, plot_dir=args.plots)
@@ -78,7 +78,7 @@ def _eval_policy(args):
 
 
 def _eval_value(args):
-    from alphalite import value
+    from alphalite.train import value
 
     return value.cli_eval_value(args)
 
@@ -90,7 +90,7 @@ def _value_data(args):
 
 
 def _export(args):
-    from alphalite import checkpoint
+    from alphalite.nn import checkpoint
 
     info, variables = checkpoint.load_variables(args.run)
     out = checkpoint.export_model(args.out, variables, info)
@@ -99,19 +99,19 @@ def _export(args):
 
 
 def _gtp(args):
-    from alphalite import gtp
+    from alphalite.gtp import engine as gtp
 
     return gtp.run(args)
 
 
 def _arena(args):
-    from alphalite import arena
+    from alphalite.arena import tournament as arena
 
     return arena.cli(args)
 
 
 def _add_gtp_arguments(p) -> None:
-    # Kept here, not imported from alphalite.gtp, so `alphalite --help` stays instant.
+    # Kept here, not imported from alphalite.gtp.engine, so `alphalite --help` stays instant.
     p.add_argument("--engine", choices=("random", "policy", "mcts"), default="mcts", help="move chooser")
     p.add_argument("--checkpoint", default="auto",
                    help="policy net: a shipped net's name (policy9, policy19, rl9, rl19), an exported model folder "
@@ -174,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     gg.add_argument("--quiet", action="store_true", help="no progress bar")
     gg.set_defaults(func=_data_gnugo)
 
-    from alphalite import config as config_lib
-    from alphalite.train import SLConfig
+    from alphalite.runtime import config as config_lib
+    from alphalite.train.supervised import SLConfig
 
     sl = sub.add_parser("sl", help="supervised policy training (run_sl.py)")
     sl.add_argument("--workdir", required=True, help="run folder (created, or resumed if it exists)")
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gtp_arguments(g)
     g.set_defaults(func=_gtp)
 
-    from alphalite import arena
+    from alphalite.arena import tournament as arena
 
     ar = sub.add_parser("arena", help="tournaments between GTP engines (GNU Go, ours, any): SGF, Elo, SPRT",
                         description="Round-robin or gauntlet matches between GTP engines. Example: alphalite "
@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from alphalite import runtime
+
+    runtime.setup()  # after parsing: --help and --version stay instant
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -269,11 +272,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors caused by input (bad file, checkpoint, config): one line, no traceback."""
-    from alphalite.checkpoint import CheckpointError
-    from alphalite.coords import CoordError
+    from alphalite.nn.checkpoint import CheckpointError
+    from alphalite.go.coords import CoordError
 
     errors: list[type[BaseException]] = [CheckpointError, CoordError, FileNotFoundError, ValueError]
-    for mod, name in (("alphalite.dataset", "DatasetError"), ("alphalite.sgf", "SgfError")):
+    for mod, name in (("alphalite.data.dataset", "DatasetError"), ("alphalite.go.sgf", "SgfError")):
         m = sys.modules.get(mod)
         if m is not None:
             errors.append(getattr(m, name))

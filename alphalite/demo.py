@@ -48,7 +48,7 @@ def stage_data(out: Path) -> Path:
 
 
 def stage_sl(data: Path, workdir: Path, minutes: float) -> dict:
-    from alphalite import train
+    from alphalite.train import supervised as train
 
     _banner(f"2. supervised policy: {minutes:g} minutes of training -> {workdir}")
     cfg = train.SLConfig(data=str(data), model="b4c32", preset="default", board_size=19, batch_size=64,
@@ -62,7 +62,7 @@ def stage_sl(data: Path, workdir: Path, minutes: float) -> dict:
 
 
 def stage_eval(workdir: Path, data: Path) -> dict:
-    from alphalite import train
+    from alphalite.train import supervised as train
 
     _banner("3. evaluation on the held-out test games")
     res = train.evaluate_checkpoint(str(workdir), [str(data)], split="test",
@@ -90,11 +90,50 @@ def stage_rl(sl: Path, workdir: Path) -> dict:
     return res
 
 
-def stage_value(sl: Path, rl_model: Path | None, workdir: Path) -> dict:
-    from alphalite import value
+def value_stage(policy_checkpoint: str, workdir, minutes: float = 1.0, *, games: int = 32,
+               rl_checkpoint: str | None = None, data_minutes: float = 1.5, seed: int = 0,
+               progress: bool = True) -> dict:
+    """The demo's value stage: ``games`` self-play games under the value-data
+    protocol with ``policy_checkpoint`` (also standing in for the RL policy
+    unless ``rl_checkpoint``), at most ``data_minutes`` of play, then a value
+    net (the policy's trunk, a fresh tanh head) trained for ``minutes``.
+    A handful of games give too few one-per-game positions for a batch, so
+    the demo trains on up to 16 positions of every game (the full protocol,
+    ``--marked-only``, is for real runs). Reruns resume. Returns metrics."""
+    from alphalite.nn import nets
+    from alphalite.train import supervised as train
+    from selfplay import valuedata
 
+    workdir = Path(workdir)
+    pol = valuedata.load_policy(policy_checkpoint)
+    size = pol["size"]
+    t0 = time.time()
+    gen = valuedata.generate(workdir / "valuedata", policy_checkpoint, rl_checkpoint=rl_checkpoint or policy_checkpoint,
+                             games=games, batch=games, seed=seed, val_frac=0.2, test_frac=0.0,
+                             max_seconds=60 * data_minutes, progress=progress, max_moves=size * size + 2 * size)
+    data_seconds = time.time() - t0
+    name = type(pol["model"]).__name__
+    if name == "ResNetPolicy":
+        model, trunk = f"b{pol['model'].blocks}c{pol['model'].channels}_value", str(policy_checkpoint)
+    else:
+        model, trunk = "b2c16_value", ""
+    nets.parse_preset(model[: -len("_value")])
+    cfg = train.SLConfig(data=str(workdir / "valuedata"), task="value", model=model, preset=pol["preset"],
+                         board_size=size, batch_size=32, optimizer="adam", learning_rate=1e-3, schedule="constant",
+                         warmup_steps=20, total_steps=100_000, max_minutes=minutes, eval_every=100,
+                         eval_positions=1024, checkpoint_every=50, log_every=10, per_game=16, init_trunk=trunk,
+                         seed=seed)
+    res = train.train_and_evaluate(cfg, workdir / "run", progress=progress)
+    return {"games": gen["games"], "games_per_hour": gen["games_per_hour"], "data_seconds": data_seconds,
+            "model": model, "init_trunk": trunk, "step": res["step"], "stopped": res["stopped"],
+            "val_mse": res.get("val_mse"), "val_accuracy": res.get("val_accuracy"),
+            "positions_per_s": res.get("positions_per_s"), "train_seconds": res.get("seconds"),
+            "run": str(workdir / "run")}
+
+
+def stage_value(sl: Path, rl_model: Path | None, workdir: Path) -> dict:
     _banner(f"5. value net on self-play positions -> {_rel(workdir)}")
-    res = value.demo_value(str(sl), workdir, minutes=1.0, games=32, data_minutes=1.0,
+    res = value_stage(str(sl), workdir, minutes=1.0, games=32, data_minutes=1.0,
                            rl_checkpoint=str(rl_model) if rl_model else None)
     if res.get("stopped") == "interrupted":
         raise KeyboardInterrupt
@@ -110,7 +149,7 @@ def mcts_args(policy: Path, value_net: Path | None, visits: int) -> list[str]:
 
 def stage_gtp(engine_args: list[str], label: str, moves: int = 12) -> str:
     """Our engine over a real GTP pipe, as a GUI drives it."""
-    from alphalite.gtpclient import GtpClient
+    from alphalite.go.gtpclient import GtpClient
 
     _banner(f"6. GTP: {label} plays {moves} moves over a GTP pipe")
     argv = [sys.executable, "-m", "alphalite.cli", "gtp", *engine_args]
@@ -132,8 +171,8 @@ def stage_gtp(engine_args: list[str], label: str, moves: int = 12) -> str:
 def stage_match(policy: Path, value_net: Path | None, out: Path) -> dict:
     """Our MCTS with the demo's nets against GNU Go level 1 on 19x19 (a move
     cap keeps it short), then issue 5's quick 9x9 rollout-MCTS match."""
-    from alphalite import arena
-    from alphalite.gtpclient import find_gnugo
+    from alphalite.arena import tournament as arena
+    from alphalite.go.gtpclient import find_gnugo
 
     _banner("7. matches against GNU Go")
     if find_gnugo() is None:
@@ -202,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "runs" / "demo"), help="demo folder")
     p.add_argument("--minutes", type=float, default=2.0, help="supervised training time")
     args = p.parse_args(argv)
+    from alphalite import runtime
+
+    runtime.setup()
     out = Path(args.out)
     t0 = time.time()
     parts: dict = {}

@@ -10,7 +10,7 @@ kernel (JIT compile or cache load) happens before the clock starts; each
 figure is the best of a few repeats, the machine being shared. The drivers
 below are compiled afresh on every run, not cached: Numba's cache checks
 only the file a function lives in, so a cached driver would keep running the
-board kernels from before an edit of alphalite/board.py.
+board kernels from before an edit of alphalite/go/board.py.
 
 The sgfmill figure replays recorded full-rules games of ours through
 sgfmill's pure-Python ``boards.Board.play`` (captures only: no legality or
@@ -33,8 +33,8 @@ import numpy as np
 from numba import njit
 from sgfmill import boards
 
-from alphalite import board as bd
-from alphalite import coords
+from alphalite.go import board as bd
+from alphalite.go import coords
 
 
 @njit
@@ -174,4 +174,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from alphalite import runtime
+
+    runtime.setup()
     main()

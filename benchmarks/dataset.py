@@ -30,7 +30,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     args = p.parse_args()
 
-    from alphalite import dataset
+    from alphalite.data import dataset
 
     with tempfile.TemporaryDirectory(prefix="alphalite-bench-") as tmp:
         # build rate (one worker, so it is per core)
@@ -60,4 +60,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from alphalite import runtime
+
+    runtime.setup()
     main()

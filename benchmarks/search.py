@@ -37,7 +37,7 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
 
 def _positions(size: int, n: int, seed: int = 0):
     """Mid-game positions: random legal play, 1/2 of the board's points in."""
-    from alphalite import board
+    from alphalite.go import board
 
     rng = np.random.default_rng(seed)
     out = []
@@ -54,7 +54,7 @@ def _positions(size: int, n: int, seed: int = 0):
 
 def _real_positions(size: int, n: int):
     """Positions from the shipped SGF sample (19x19 only), else random ones."""
-    from alphalite import board, sgf
+    from alphalite.go import board, sgf
 
     sample = ROOT / "tests" / "data" / "tygem-sample.tar.gz"
     if size != 19 or not sample.exists():
@@ -136,7 +136,7 @@ def main():
     import jax
     import jax.numpy as jnp
 
-    from alphalite import features, nets
+    from alphalite.nn import features, nets
     from search import evaluators
 
     planes_n = features.num_planes(args.preset)
@@ -165,7 +165,7 @@ def main():
 def bf16_check(model_name, size, planes_n, params, preset, seconds):
     import jax.numpy as jnp
 
-    from alphalite import features, nets
+    from alphalite.nn import features, nets
     from search import evaluators
 
     f32 = evaluators.policy_value_fn(nets.make_model(model_name, size, planes_n),
@@ -177,7 +177,7 @@ def bf16_check(model_name, size, planes_n, params, preset, seconds):
         res[f"{name}_evals_per_s_batch8"] = round(bench_net(fn, params, size, planes_n, 8, seconds), 1)
     states = _real_positions(size, 64)
     planes = np.stack([features.encode(s, preset) for s in states])
-    from alphalite import board
+    from alphalite.go import board
 
     legal = np.stack([board.legal_moves(s) for s in states])
     pa, va = (np.asarray(a) for a in f32(params, planes, legal))
@@ -189,4 +189,7 @@ def bf16_check(model_name, size, planes_n, params, preset, seconds):
 
 
 if __name__ == "__main__":
+    from alphalite import runtime
+
+    runtime.setup()
     main()

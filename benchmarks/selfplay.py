@@ -34,7 +34,7 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
 def _net(size: int):
     import jax
 
-    from alphalite import checkpoint, features, nets
+    from alphalite.nn import checkpoint, features, nets
 
     path = ROOT / "checkpoints" / f"policy{size}"
     if (path / "model.json").exists():
@@ -92,4 +92,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from alphalite import runtime
+
+    runtime.setup()
     main()

@@ -2,17 +2,17 @@
 
 Prints one JSON line: training positions/s (forward + backward + SGD-momentum
 update, one jitted step with donated state, warm-up excluded) and inference positions/s (eval
-mode) for a ResNet preset (default b6c64) on 9x9 and 19x19, for alphalite.nets
+mode) for a ResNet preset (default b6c64) on 9x9 and 19x19, for alphalite.nn.nets
 and for the same architecture written in PyTorch, measured in the same run,
 with the JAX/PyTorch ratios and both parameter counts. JAX's 3x3 convolutions use ``--conv`` (default ``auto``:
 Winograd F(m x m, 3x3) for training on the CPU on boards of 9 and more, see
-alphalite/nets.py and alphalite/winograd.py); XLA's own
+alphalite/nn/nets.py and alphalite/nn/winograd.py); XLA's own
 convolution is timed beside it as ``jax_xla_*``. ``xla_flags`` reports
 XLA_FLAGS as JAX saw them (importing alphalite turns YNNPACK off on the CPU,
 see alphalite/__init__.py), ``malloc_tuned`` whether that import set glibc's
 malloc to keep freed memory (PyTorch, in the same process, gets it too) and
 ``native_weight_grad`` whether the Winograd weight gradient ran in
-alphalite/native.py's kernel. Inputs are random
+alphalite/nn/native.py's kernel. Inputs are random
 planes; targets random moves. The measurements of a size run round-robin
 and the best round counts, so load from other processes on a shared machine
 hits both frameworks alike (numbers on a busy machine are still noisy). Each
@@ -74,7 +74,7 @@ def setup_jax(preset, size, planes, batch, lr=0.01, dtype="float32", conv="auto"
     import numpy as np
     import optax
 
-    from alphalite import nets
+    from alphalite.nn import nets
 
     model = nets.make_model(preset, size, planes, conv=conv)
     infer_model = nets.make_model(preset, size, planes, dtype=getattr(jnp, dtype), conv=conv)
@@ -157,7 +157,7 @@ def setup_torch(preset, size, planes, batch, lr=0.01, channels_last=False):
     import numpy as np
     import torch
 
-    from alphalite import nets
+    from alphalite.nn import nets
 
     blocks, channels = nets.parse_preset(preset)
     torch.manual_seed(0)
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument(
         "--conv", default="auto", choices=["auto", "xla", "winograd"],
-        help="JAX 3x3 convs (alphalite.nets.Conv3x3; auto = Winograd on the CPU)",
+        help="JAX 3x3 convs (alphalite.nn.nets.Conv3x3; auto = Winograd on the CPU)",
     )
     ap.add_argument(
         "--no-xla-baseline", action="store_true",
@@ -220,10 +220,12 @@ def main(argv=None) -> int:
     if args.xla_flags is not None:
         os.environ["XLA_FLAGS"] = args.xla_flags
 
-    import alphalite  # sets XLA_FLAGS before JAX starts, tunes malloc
+    from alphalite import runtime
+
+    done = runtime.setup()  # after --xla-flags, before JAX starts
     import jax
 
-    from alphalite import native, nets
+    from alphalite.nn import native, nets
 
     result = {
         "benchmark": "sl_train",
@@ -235,7 +237,7 @@ def main(argv=None) -> int:
         "infer_dtype": args.infer_dtype,
         "conv": args.conv,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "malloc_tuned": alphalite.MALLOC_TUNED,
+        "malloc_tuned": done["malloc_tuned"],
         "native_weight_grad": native.available(),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
@@ -259,8 +261,8 @@ def main(argv=None) -> int:
             args.preset, size, args.planes, args.batch, dtype=args.infer_dtype, conv=args.conv
         )
         fns = {"jax_train": j_train, "jax_infer": j_infer}
-        used = {"train": "winograd" if nets._use_winograd(args.conv, True, size) else "xla",
-                "infer": "winograd" if nets._use_winograd(args.conv, False, size) else "xla"}
+        used = {"train": "winograd" if nets.use_winograd(args.conv, True, size) else "xla",
+                "infer": "winograd" if nets.use_winograd(args.conv, False, size) else "xla"}
         if "winograd" in used.values() and not args.no_xla_baseline:
             _, x_train, x_infer = setup_jax(
                 args.preset, size, args.planes, args.batch, dtype=args.infer_dtype, conv="xla"

@@ -37,7 +37,8 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
 def play_on(boards, net, temperature, rng, until):
     """Lock-step policy moves on ``boards`` (all with the same colour to move)
     until two passes or ``until`` moves."""
-    from alphalite import board, features
+    from alphalite.go import board
+    from alphalite.nn import features
     from selfplay.games import policy_moves
 
     size = net["size"]
@@ -57,7 +58,7 @@ def play_on(boards, net, temperature, rng, until):
 
 
 def main() -> None:
-    from alphalite import board
+    from alphalite.go import board
     from selfplay import valuedata
     from selfplay.games import default_max_moves
 
@@ -71,10 +72,10 @@ def main() -> None:
     ap.add_argument("--komi", type=float, default=7.5)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    sl = valuedata._load_policy(a.sl)
+    sl = valuedata.load_policy(a.sl)
     size = sl["size"]
     rl_path = a.rl or valuedata.default_rl_checkpoint(size)
-    rl = valuedata._load_policy(rl_path, size) if rl_path else sl
+    rl = valuedata.load_policy(rl_path, size) if rl_path else sl
     cap = default_max_moves(size)
     rng = np.random.default_rng(a.seed)
     N, K = a.positions, a.continuations
@@ -104,4 +105,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from alphalite import runtime
+
+    runtime.setup()
     main()

@@ -1,3 +1,3 @@
 """The shipped nets, installed as the package ``alphalite.checkpoints``
-(pyproject.toml maps this folder there): ``alphalite.checkpoint.resolve``
+(pyproject.toml maps this folder there): ``alphalite.nn.checkpoint.resolve``
 finds one by name, from any working folder."""

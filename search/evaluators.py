@@ -90,7 +90,7 @@ def policy_value_fn(policy_model, value_model=None, *, jit: bool = True) -> Call
     ``net_fn(params, planes [B, H, W, C], legal bool [B, A]) -> (priors [B, A],
     values [B])`` with ``params = {"policy": variables, "value": variables}``
     (``"value"`` unused without a value model; values are then zeros).
-    Models are ``alphalite.nets`` models (``model.apply(variables, x, train=False)``)."""
+    Models are ``alphalite.nn.nets`` models (``model.apply(variables, x, train=False)``)."""
     import jax
     import jax.numpy as jnp
 
@@ -124,7 +124,7 @@ def network_evaluator(net_fn: Callable, *, preset: str = "default", pad_to: int 
     boards with every move legal. ``random_symmetry``: each leaf is shown
     to the net under one of the 8 board symmetries (drawn from
     ``leaves.seeds``) and its policy mapped back, as Leela Zero does."""
-    from alphalite import features
+    from alphalite.nn import features
 
     pid = features.preset_id(preset)
     C = features.num_planes(preset)

@@ -12,7 +12,7 @@ The evaluate_fn contract
 ------------------------
 ``evaluate_fn(params, leaves: Leaves) -> (priors, values)``
 
-* ``leaves.boards``: list of ``B`` board tuples (``alphalite.board``), the
+* ``leaves.boards``: list of ``B`` board tuples (``alphalite.go.board``), the
   positions to evaluate, each reached by really playing the path from the
   root (history, ko and superko are exact). They are the search's scratch
   buffers: read them, copy before mutating (``board.copy_board`` into your
@@ -94,8 +94,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from numba import njit
 
-from alphalite import board as _board
-from alphalite.board import (
+from alphalite.go import board as _board
+from alphalite.go.board import (
     B_COLOR,
     B_HIST,
     B_META,

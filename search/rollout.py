@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from alphalite.board import B_HIST, B_META, M_NHIST, M_TOPLAY, area, copy_board, init_board, playout, zobrist_table
+from alphalite.go.board import B_HIST, B_META, M_NHIST, M_TOPLAY, area, copy_board, init_board, playout, zobrist_table
 
 
 @njit(cache=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alphalite import board as _board
+from alphalite.go import board as _board
 
 
 class Tree:

@@ -33,8 +33,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from numba import njit
 
-from alphalite import board
-from alphalite.board import B_COLOR, B_META, EMPTY, M_PASSES, M_SIZE, M_TOPLAY
+from alphalite.go import board
+from alphalite.go.board import B_COLOR, B_META, EMPTY, M_PASSES, M_SIZE, M_TOPLAY
 
 
 @dataclasses.dataclass
@@ -68,7 +68,7 @@ class NetPlayer:
     """A policy net taking part in batched games."""
 
     name: str
-    model: Any  # alphalite.nets model (hashable: the jitted call is keyed on it)
+    model: Any  # alphalite.nn.nets model (hashable: the jitted call is keyed on it)
     variables: dict
     preset: str = "default"
     temperature: float = 1.0
@@ -149,7 +149,7 @@ def _logp_fn():
     masked log-probabilities [B, A] at the temperature (-inf off the mask)."""
     import jax
 
-    from alphalite import nets
+    from alphalite.nn import nets
 
     def f(model, variables, planes, mask, inv_temp):
         logits = model.apply(variables, planes, train=False)
@@ -183,7 +183,7 @@ def policy_moves(boards, rows, pid, own, planes, masks, allow_pass, model, varia
     ``masks[j]`` ``[P, A]``, the unused rows padded (a fixed batch, so the net
     compiles once), one network call, moves sampled at ``temperature``.
     Returns ``[len(rows)]`` int moves."""
-    from alphalite import features
+    from alphalite.nn import features
 
     for j, g in enumerate(rows):
         features.encode_into(boards[g], pid, planes[j])
@@ -216,7 +216,7 @@ def play_policy_games(
     steps; when it returns True the games are abandoned and ``([], None)`` is
     returned. ``progress(step, live_games)`` is called after every step.
     Returns (games in order, positions of ``collect``)."""
-    from alphalite import features
+    from alphalite.nn import features
 
     n_games = len(black)
     if n_games != len(white) or n_games == 0:
@@ -309,7 +309,7 @@ def mcts_player(model, variables, *, preset: str = "default", visits: int = 64, 
                 value_model=None, value_variables=None, lam: float = 0.0):
     """A ``players.MctsPlayer`` over a policy net: network priors; leaf values
     from random rollouts (no value net) or ``lam * value + (1 - lam) * rollout``."""
-    from alphalite.players import MctsPlayer
+    from alphalite.engine.players import MctsPlayer
     from search.evaluators import mix_rollouts, network_evaluator, policy_value_fn
 
     net_fn = policy_value_fn(model, value_model)

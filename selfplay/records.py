@@ -42,7 +42,7 @@ def _atomic_write(path: Path, write) -> None:
 
 
 def game_to_sgf(game: Game) -> bytes:
-    from alphalite import sgf
+    from alphalite.go import sgf
 
     rec = sgf.GameRecord(size=game.size, komi=game.komi, rules="Chinese", black_player=game.black,
                          white_player=game.white, result=game.result, winner=game.winner,

@@ -47,9 +47,10 @@ from pathlib import Path
 
 import numpy as np
 
-from alphalite import checkpoint as ckpt
-from alphalite.config import field
-from alphalite.train import GRAD_CLIP, LEGACY_VALUES
+from alphalite.nn import checkpoint as ckpt
+from alphalite.runtime.config import field
+from alphalite.train.loop import GRAD_CLIP, LEGACY_VALUES
+from alphalite.runtime import files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +123,7 @@ def make_grad_fn(model):
     import jax
     import jax.numpy as jnp
 
-    from alphalite import nets
+    from alphalite.nn import nets
 
     def fn(params, batch_stats, planes, mask, moves, weight, inv_temp):
         def loss_fn(p):
@@ -175,7 +176,7 @@ def policy_gradient(grad_fn, params, batch_stats, positions, weights: np.ndarray
 def make_optimizer(cfg: RLConfig):
     import optax
 
-    from alphalite.train import with_clipping
+    from alphalite.train.loop import with_clipping
 
     if cfg.optimizer == "adam":
         return with_clipping(optax.adam(cfg.learning_rate), cfg.grad_clip)
@@ -198,7 +199,7 @@ def _load_init(path: str):
 
 
 def _check_resume(cfg: RLConfig, workdir: Path) -> None:
-    from alphalite import config as config_lib
+    from alphalite.runtime import config as config_lib
 
     path = workdir / "config.json"
     if not path.exists():
@@ -212,7 +213,7 @@ def _check_resume(cfg: RLConfig, workdir: Path) -> None:
 
 def _trim_metrics(path: Path, iteration: int) -> None:
     """Drop records a killed run wrote past its last checkpoint."""
-    recs = ckpt.read_jsonl(path)
+    recs = files.read_jsonl(path)
     keep = [r for r in recs if r.get("step", 0) <= iteration]
     if len(keep) != len(recs):
         import os
@@ -226,9 +227,9 @@ def _trim_metrics(path: Path, iteration: int) -> None:
 
 
 def plot_run(workdir: Path) -> None:
-    from alphalite import metrics
+    from alphalite.train import metrics
 
-    recs = ckpt.read_jsonl(workdir / "metrics.jsonl")
+    recs = files.read_jsonl(workdir / "metrics.jsonl")
     evals = [r for r in recs if r.get("kind") == "eval"]
     trains = [r for r in recs if r.get("kind") == "train"]
     if evals:
@@ -273,8 +274,9 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
     import jax.numpy as jnp
     from tqdm import tqdm
 
-    from alphalite import config as config_lib
-    from alphalite import features, nets, train
+    from alphalite.runtime import config as config_lib
+    from alphalite.nn import features, nets
+    from alphalite.train import loop
     from selfplay import records
     from selfplay.games import NetPlayer, play_policy_games
 
@@ -284,12 +286,12 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
     info, sl_vars = _load_init(cfg.init)
     workdir.mkdir(parents=True, exist_ok=True)
     size, preset = info["board_size"], info["preset"]
-    ckpt.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
+    files.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
     model = nets.make_model(info["model"], size, features.num_planes(preset))
     tx = make_optimizer(cfg)
     sl_vars = jax.tree_util.tree_map(jnp.asarray, sl_vars)
     batch_stats = sl_vars.get("batch_stats", {})
-    state = train._train_state_cls().create(apply_fn=model.apply, params=sl_vars["params"], tx=tx,
+    state = loop.train_state_cls().create(apply_fn=model.apply, params=sl_vars["params"], tx=tx,
                                             batch_stats=batch_stats)
     mgr = ckpt.manager(workdir / "ckpt", max_to_keep=2)
     pool_dir = workdir / "pool"
@@ -308,7 +310,7 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
     _trim_metrics(workdir / "metrics.jsonl", it)
     # An evaluation finished after the last checkpoint is kept; the best so
     # far comes from the records, which may be newer than the checkpoint.
-    evals = [r for r in ckpt.read_jsonl(workdir / "metrics.jsonl") if r.get("kind") == "eval"]
+    evals = [r for r in files.read_jsonl(workdir / "metrics.jsonl") if r.get("kind") == "eval"]
     for r in evals:
         if r["winrate_vs_sl"] > meta["best_winrate"]:
             meta["best_winrate"], meta["best_iteration"] = r["winrate_vs_sl"], r["step"]
@@ -331,7 +333,7 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
     grad_fn = make_grad_fn(model)
     inv_temp = 1.0 / cfg.temperature
     G = cfg.games_per_iteration
-    stop = train._GracefulStop()
+    stop = loop.GracefulStop()
     start = time.time()
     seconds0 = float(meta.get("seconds", 0.0))
     bar = tqdm(total=cfg.iterations, initial=it, desc="rl", unit="it", disable=not progress,
@@ -360,7 +362,7 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
                                                       "eval_games": cfg.eval_games,
                                                       "eval_temperature": cfg.eval_temperature,
                                                       "sl_start": cfg.init, **res}})
-        ckpt.append_jsonl(workdir / "metrics.jsonl", rec)
+        files.append_jsonl(workdir / "metrics.jsonl", rec)
         plot_run(workdir)
         nonlocal evaluated_at
         evaluated_at = it
@@ -409,8 +411,8 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
                                         cfg.micro_batch)
             gnorm = float(jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree_util.tree_leaves(grads))))
             new_state = state.apply_gradients(grads=grads)
-            if not (np.isfinite(gnorm) and bool(train.all_finite(new_state.params))):
-                raise train.TrainingDiverged(
+            if not (np.isfinite(gnorm) and bool(loop.all_finite(new_state.params))):
+                raise loop.TrainingDiverged(
                     f"training diverged: iteration {it + 1} gave a non-finite gradient (norm {gnorm:.4g}) or "
                     f"parameters, not applied; the run stays at iteration {it} ({workdir / 'ckpt'})")
             state = new_state
@@ -435,7 +437,7 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
                     "games_seen": it * G}
             # metrics first: a kill before the checkpoint leaves a record
             # past it, which the resumed run drops and writes again
-            ckpt.append_jsonl(workdir / "metrics.jsonl", last)
+            files.append_jsonl(workdir / "metrics.jsonl", last)
             save()
             plot_run(workdir)
             bar.update(1)
@@ -479,7 +481,7 @@ def demo_rl(sl_checkpoint: str, workdir: str | Path, iterations: int = 2, *, gam
                    keep_games=True, seed=int(seed), micro_batch=128)
     res = train_rl(cfg, workdir, progress=progress)
     workdir = Path(workdir)
-    res["evals"] = [r for r in ckpt.read_jsonl(workdir / "metrics.jsonl") if r.get("kind") == "eval"]
+    res["evals"] = [r for r in files.read_jsonl(workdir / "metrics.jsonl") if r.get("kind") == "eval"]
     res["plots"] = [str(p) for p in sorted((workdir / "plots").glob("*.png"))]
     return res
 
@@ -492,7 +494,7 @@ def export_best(workdir: str | Path, out: str | Path) -> Path:
         raise ValueError(f"{workdir} has no evaluated policy yet (best_model/ missing)")
     info, variables = ckpt.load_variables(src)
     config = json.loads((workdir / "config.json").read_text())
-    recs = ckpt.read_jsonl(workdir / "metrics.jsonl")
+    recs = files.read_jsonl(workdir / "metrics.jsonl")
     trains = [r for r in recs if r.get("kind") == "train"]
     win = json.loads((src / "winrate.json").read_text())
     win.update({

@@ -22,7 +22,7 @@ policy is called once (one jitted call, padded to ``batch``) for the games
 where it is to move; with the SL net standing in for the RL net, one call
 serves both.
 
-Output: a dataset folder (``alphalite.dataset`` format, readable by its
+Output: a dataset folder (``alphalite.data.dataset`` format, readable by its
 loaders and by ``alphalite sl --task value --marked-only``), one shard per
 batch, with two extra per-game fields::
 
@@ -45,13 +45,16 @@ from pathlib import Path
 
 import numpy as np
 
-from alphalite import board, dataset
+from alphalite.go import board
+
+from alphalite.data import dataset
+from alphalite.runtime import files
 
 FORMAT_NOTE = "alphalite value self-play data (SL to U, random move U, RL after)"
 
 
-def _load_policy(path: str, size: int | None = None):
-    from alphalite import checkpoint as ckpt
+def load_policy(path: str, size: int | None = None):
+    from alphalite.nn import checkpoint as ckpt
 
     info, model, variables = ckpt.load_model(path, "policy", size)
     return {"path": str(path), "model": model, "variables": variables, "preset": info.get("preset", "default"),
@@ -60,7 +63,7 @@ def _load_policy(path: str, size: int | None = None):
 
 def default_rl_checkpoint(size: int) -> str | None:
     """The shipped RL policy ``rl<size>`` (the RL stage's export) when there is one, else None."""
-    from alphalite import checkpoint as ckpt
+    from alphalite.nn import checkpoint as ckpt
 
     name = f"rl{size}"
     return str(ckpt.shipped(name)) if name in ckpt.shipped_names() else None
@@ -75,7 +78,7 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
     ``moves`` int16 [T], ``random_move`` U, ``score`` (black - white -
     komi), ``ended``. ``stop()`` is polled between move steps; when it
     returns True, the games already finished are returned."""
-    from alphalite import features
+    from alphalite.nn import features
     from selfplay.games import default_max_moves, policy_moves
 
     size = sl["size"]
@@ -175,16 +178,16 @@ def write_shard(out: Path, batch_no: int, games: list[dict], size: int, komi: fl
     for split, gs in by_split.items():
         if not gs:
             continue
-        arr = dataset._pack(gs)
+        arr = dataset.pack_games(gs)
         arr["random_move"] = np.array([g["random_move"] for g in gs], np.int32)
         arr["value_move"] = arr["random_move"] + 1
         name = f"{split}-{batch_no:05d}.npz"
-        dataset.write_atomic(out / name, lambda f, arr=arr: np.savez(f, **arr))
+        files.write_atomic(out / name, lambda f, arr=arr: np.savez(f, **arr))
         index["shards"].append({"file": name, "split": split, "games": len(gs),
                                 "moves": int(arr["num_moves"].sum()), "sizes": {str(size): len(gs)}})
     index["batches_done"] = batch_no + 1
     index["summary"]["games"] = sum(s["games"] for s in index["shards"])
-    dataset.write_json_atomic(out / "index.json", index)
+    files.write_json_atomic(out / "index.json", index)
 
 
 def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games: int = 256, batch: int = 64,
@@ -195,12 +198,12 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     games (or ``max_seconds`` pass). Returns a summary dict."""
     from tqdm import tqdm
 
-    from alphalite.train import _GracefulStop
+    from alphalite.train.loop import GracefulStop
 
-    sl = _load_policy(sl_checkpoint)
+    sl = load_policy(sl_checkpoint)
     size = sl["size"]
     rl_checkpoint = rl_checkpoint or default_rl_checkpoint(size)
-    rl = _load_policy(rl_checkpoint, size) if rl_checkpoint else sl
+    rl = load_policy(rl_checkpoint, size) if rl_checkpoint else sl
     u_max = (3 * size * size) // 4 if u_max is None else int(u_max)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -222,7 +225,7 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     have = index["summary"]["games"]
     bar = tqdm(total=games, initial=min(have, games), desc="value data", unit="game", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
-    stop = _GracefulStop()
+    stop = GracefulStop()
     played = dropped = 0
     stopped = "finished"
     try:
@@ -243,7 +246,7 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
                 write_shard(out, b, done, size, komi, index, val_frac, test_frac)
             else:
                 index["batches_done"] = b + 1
-                dataset.write_json_atomic(out / "index.json", index)
+                files.write_json_atomic(out / "index.json", index)
             bar.update(len(done))
             if stop.requested:
                 break

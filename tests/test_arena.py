@@ -15,9 +15,13 @@ import time
 
 import pytest
 
-from alphalite import arena, cli, sgf
-from alphalite.arena import EngineSpec, Tournament
-from alphalite.gtpclient import find_gnugo
+from alphalite import cli
+
+from alphalite.arena import tournament as arena
+
+from alphalite.go import sgf
+from alphalite.arena.tournament import EngineSpec, Tournament
+from alphalite.go.gtpclient import find_gnugo
 
 FAKE = r"""
 import os, sys, time

@@ -1,4 +1,4 @@
-"""alphalite.batchnorm.BatchNorm against flax's nn.BatchNorm + ReLU."""
+"""alphalite.nn.batchnorm.BatchNorm against flax's nn.BatchNorm + ReLU."""
 
 import flax.linen as nn
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from alphalite.batchnorm import BatchNorm
+from alphalite.nn.batchnorm import BatchNorm
 
 
 def _data(seed=0, shape=(6, 5, 5, 8)):
@@ -54,7 +54,7 @@ def test_matches_flax_values_gradients_and_running_stats(residual, relu, train):
 def test_batch_statistics_gradients_are_exact():
     """The batch mean and variance it returns carry gradients too (checked
     against autodiff of the plain formula)."""
-    from alphalite.batchnorm import batch_norm_train
+    from alphalite.nn.batchnorm import batch_norm_train
     x, _, _, params, _ = _data(1, (40, 3))
 
     def plain(x):

@@ -1,10 +1,10 @@
-"""Rules of alphalite.board: golden diagrams and random-play invariants."""
+"""Rules of alphalite.go.board: golden diagrams and random-play invariants."""
 
 import numpy as np
 import pytest
 
-from alphalite import board as bd
-from alphalite import coords
+from alphalite.go import board as bd
+from alphalite.go import coords
 
 
 def P(text, **kw):

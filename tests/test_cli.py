@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from alphalite import cli, gtp
+from alphalite import cli
+
+from alphalite.gtp import engine as gtp
 
 ROOT = Path(__file__).resolve().parents[1]
 

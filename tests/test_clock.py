@@ -7,7 +7,7 @@ import io
 import re
 import time
 
-from alphalite import gtp
+from alphalite.gtp import engine as gtp
 
 
 def _engine(logs, **kw):
@@ -113,7 +113,7 @@ _PROBE = r"""
 import json, logging, sys
 from numba.core.registry import CPUDispatcher
 import jax
-from alphalite import gtp
+from alphalite.gtp import engine as gtp
 
 def overloads():
     return {f"{name}.{k}": len(v.overloads) for name, mod in list(sys.modules.items())

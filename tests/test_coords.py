@@ -2,7 +2,7 @@
 
 import pytest
 
-from alphalite import coords
+from alphalite.go import coords
 
 SIZES = (2, 5, 9, 13, 19, 25)
 

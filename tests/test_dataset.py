@@ -11,7 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alphalite import board, cli, dataset, features, sgf
+from alphalite import cli
+
+from alphalite.go import board, sgf
+
+from alphalite.data import dataset
+
+from alphalite.nn import features
 
 DATA = Path(__file__).parent / "data"
 SAMPLE = DATA / "tygem-sample.tar.gz"

@@ -1,4 +1,4 @@
-"""Feature planes and board symmetries (alphalite.features)."""
+"""Feature planes and board symmetries (alphalite.nn.features)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 from numba import njit
 
-from alphalite import board, features
-from alphalite.board import BLACK, WHITE
+from alphalite.go import board
+
+from alphalite.nn import features
+from alphalite.go.board import BLACK, WHITE
 
 PLANES = {"thesis3": 3, "clark7": 7, "book11": 11, "default": 17}
 

@@ -1,4 +1,4 @@
-"""Differential test of alphalite.board against GNU Go, the rules oracle.
+"""Differential test of alphalite.go.board against GNU Go, the rules oracle.
 
 GNU Go runs in GTP mode with Chinese (area) rules, positional superko and
 its default no-suicide rule, i.e. our default rules. Random games are played
@@ -15,9 +15,9 @@ with no special case.
 import numpy as np
 import pytest
 
-from alphalite import board as bd
-from alphalite import coords
-from alphalite.gtpclient import GtpClient, GtpError, find_gnugo
+from alphalite.go import board as bd
+from alphalite.go import coords
+from alphalite.go.gtpclient import GtpClient, GtpError, find_gnugo
 from test_board import SEKI  # the same diagram on both boards
 
 GNUGO = find_gnugo()

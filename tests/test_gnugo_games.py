@@ -5,9 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from alphalite import board, dataset, gnugo_games, sgf
+from alphalite.go import board, sgf
+
+from alphalite.data import dataset, gnugo_games
 from alphalite.cli import main
-from alphalite.gtpclient import find_gnugo
+from alphalite.go.gtpclient import find_gnugo
 
 GNUGO = find_gnugo()
 needs_gnugo = pytest.mark.skipif(GNUGO is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alphalite import gtp
-from alphalite import timecontrol as tc
-from alphalite.gtpclient import GtpClient, find_gnugo
+from alphalite.gtp import engine as gtp
+from alphalite.engine import timecontrol as tc
+from alphalite.go.gtpclient import GtpClient, find_gnugo
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -337,7 +337,7 @@ def test_full_game_against_gnugo(tmp_path):
 def test_policy_engine_and_fallback(tmp_path):
     import jax
 
-    from alphalite import checkpoint, features, nets
+    from alphalite.nn import checkpoint, features, nets
 
     model = nets.make_model("b1c8", 9, features.num_planes("default"))
     variables = nets.init_variables(model, jax.random.PRNGKey(0))
@@ -378,7 +378,7 @@ def _gtp_start(args: list[str], cwd: Path, stdin: bytes = b"1 name\n") -> subpro
 def _copy_net(name: str, dest: Path) -> Path:
     import shutil
 
-    from alphalite import checkpoint
+    from alphalite.nn import checkpoint
 
     return Path(shutil.copytree(checkpoint.shipped(name), dest))
 
@@ -457,7 +457,8 @@ def test_bad_start_stops_before_any_command(case, tmp_path):
 
 _STRAY = r"""
 import gc, sys, time
-from alphalite import checkpoint, gtp
+from alphalite.nn import checkpoint
+from alphalite.gtp import engine as gtp
 
 class Raises:
     def __del__(self):
@@ -497,7 +498,7 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
     9x9, ``boardsize 19`` switches to the 19x19 ones, a size with no net says
     so once and plays rollout MCTS; a net given by name loads from there
     too, while a folder of that name in the working folder wins."""
-    from alphalite import checkpoint
+    from alphalite.nn import checkpoint
 
     (tmp_path / "policy9").mkdir()
     eng = RawGtp([], tmp_path / "stderr.txt", cwd=tmp_path)
@@ -532,7 +533,7 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
     """A shipped net by name from any folder; a path that exists wins; a name
     that is neither lists the shipped nets. Every other loader goes through
     the same resolution (here ``load_model``)."""
-    from alphalite import checkpoint
+    from alphalite.nn import checkpoint
 
     monkeypatch.chdir(tmp_path)
     assert checkpoint.resolve("value19sp") == checkpoint.shipped_dir() / "value19sp"
@@ -635,7 +636,7 @@ def test_overtime_allocation_stays_inside_the_period():
 
 
 def test_resign_policy_with_fake_values():
-    from alphalite.players import ResignPolicy
+    from alphalite.engine.players import ResignPolicy
 
     points = 81
     rp = ResignPolicy(threshold=0.1, consecutive=3)
@@ -665,7 +666,7 @@ class FakePlayer:
         self.winrates = list(winrates)
 
     def genmove(self, state, candidates, budget, rng, callback=None):
-        from alphalite.players import Decision
+        from alphalite.engine.players import Decision
 
         return Decision(int(np.flatnonzero(candidates[:-1])[0]), winrate=self.winrates.pop(0))
 
@@ -732,7 +733,8 @@ def test_policy_engine_resigns_by_its_value_net():
 def test_candidates_without_opponent_stones():
     """Regression: with no opponent stone on the board every empty region
     "reaches only our colour", which is not territory: only eyes are left out."""
-    from alphalite import board, players
+    from alphalite.go import board
+    from alphalite.engine import players
 
     st = board.play(board.new_game(9, 7.5), 40, 1)  # E5
     st = board.play(st, 81, -1)  # white passes
@@ -746,7 +748,8 @@ def test_candidates_without_opponent_stones():
 def test_tree_reuse_counts_against_the_clock():
     """Regression: advancing a large reused tree (0.7 s for 66k nodes on
     19x19) ran before the timed search and overshot byo-yomi budgets."""
-    from alphalite import board, players
+    from alphalite.go import board
+    from alphalite.engine import players
     from search.evaluators import rollout_evaluator
 
     p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(9)), visits=10**6, batch_size=8)
@@ -778,7 +781,7 @@ class PassingPlayer:
     has_prior = False
 
     def genmove(self, state, candidates, budget, rng, callback=None):
-        from alphalite.players import Decision
+        from alphalite.engine.players import Decision
 
         n2 = state.size * state.size
         first = int(np.flatnonzero(candidates[:-1])[0])
@@ -905,7 +908,7 @@ def test_kata_analyze_format_and_perspective():
     assert lines["b"]["ownership"][3] > 0.9 and lines["w"]["ownership"][3] < -0.9
     # the score is the playouts' mean area margin: each playout's margin
     # adds up to the ownership counts
-    from alphalite import players
+    from alphalite.engine import players
 
     black, white, margins = players.playout_outcomes(eng.state, 64, 5)
     assert margins.shape == (64,) and np.all(margins == np.round(margins - 0.5) + 0.5)  # komi 7.5

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout
+from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout
 
 FAKE = r"""
 import sys, time

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from alphalite import board, influence
+from alphalite.go import board
+
+from alphalite.train import influence
 
 
 def _stones(diagram: str) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Tests for alphalite.nets: shapes, parameter counts, symmetry, batch norm,
+"""Tests for alphalite.nn.nets: shapes, parameter counts, symmetry, batch norm,
 masked softmax. Tiny batches; the whole file runs in well under a minute."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from alphalite import nets
+from alphalite.nn import nets
 
 # --------------------------------------------------------------------------
 # the 8 symmetries, written here independently of alphalite (numpy rot90/flip)
@@ -331,7 +331,7 @@ def test_import_does_no_device_work():
     import sys
 
     code = (
-        "import alphalite.nets\n"
+        "import alphalite.nn.nets\n"
         "from jax._src import xla_bridge\n"
         "print(len(xla_bridge._backends))\n"  # no backend initialised yet
     )

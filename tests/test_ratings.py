@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from alphalite import ratings
-from alphalite.ratings import C, Sprt, fit_elo, wilson
+from alphalite.arena import ratings
+from alphalite.arena.ratings import C, Sprt, fit_elo, wilson
 
 
 def games(a, b, wins, losses, draws=0):

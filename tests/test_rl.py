@@ -17,9 +17,12 @@ import numpy as np
 import optax
 import pytest
 
-from alphalite import board, checkpoint, features, nets
+from alphalite.go import board
+
+from alphalite.nn import checkpoint, features, nets
 from selfplay import rl
 from selfplay.games import Positions
+from alphalite.runtime import files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +78,7 @@ def test_one_iteration_writes_metrics_checkpoint_pool(tmp_path):
     res = rl.train_rl(cfg, tmp_path / "run", progress=False)
     run = tmp_path / "run"
     assert res["iteration"] == 1 and res["stopped"] == "finished"
-    recs = checkpoint.read_jsonl(run / "metrics.jsonl")
+    recs = files.read_jsonl(run / "metrics.jsonl")
     assert [(r["kind"], r["step"]) for r in recs] == [("eval", 0), ("train", 1), ("eval", 1)]
     assert 0.0 <= recs[0]["winrate_vs_sl"] <= 1.0 and recs[1]["positions"] > 0
     assert res["pool"] == ["sl", "iter_000001"]
@@ -97,7 +100,7 @@ def test_one_iteration_writes_metrics_checkpoint_pool(tmp_path):
 def test_a_non_finite_update_stops_the_run_unapplied(tmp_path):
     """An absurd learning rate (inf in float32): the update is refused, the
     run stays at its last good iteration, clipping is in the chain."""
-    from alphalite import train
+    from alphalite.train import supervised as train
 
     _export_tiny(tmp_path / "sl")
     cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=2, games_per_iteration=2, eval_games=0,
@@ -118,7 +121,7 @@ def test_bad_config_is_one_line(tmp_path):
 
 
 def _abstract_state(sl):
-    from alphalite import train
+    from alphalite.train import supervised as train
 
     info, v = checkpoint.load_variables(sl)
     model = nets.make_model(info["model"], info["board_size"], 17)
@@ -129,7 +132,7 @@ def _abstract_state(sl):
 def _wait_for(path, pred, proc, timeout=240):
     t = time.time()
     while time.time() - t < timeout:
-        recs = checkpoint.read_jsonl(path)
+        recs = files.read_jsonl(path)
         if pred(recs):
             return recs
         assert proc.poll() is None, proc.stdout.read()
@@ -151,14 +154,14 @@ def test_ctrl_c_stops_cleanly_with_the_iteration_saved(tmp_path):
 
     def interrupt():  # Ctrl-C once the first iteration is on disk
         t = time.time()
-        while time.time() - t < 120 and not _trains(checkpoint.read_jsonl(run / "metrics.jsonl")):
+        while time.time() - t < 120 and not _trains(files.read_jsonl(run / "metrics.jsonl")):
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()
     res = rl.train_rl(cfg, run, progress=False)
     assert res["stopped"] == "interrupted"
-    done = max(_trains(checkpoint.read_jsonl(run / "metrics.jsonl")))
+    done = max(_trains(files.read_jsonl(run / "metrics.jsonl")))
     assert res["iteration"] == done and checkpoint.manager(run / "ckpt").latest_step() == done
 
 
@@ -184,5 +187,5 @@ def test_kill9_then_resume_same_iteration_and_pool(tmp_path):
     assert res["iteration"] == last + 1
     assert meta["pool"] == ["sl"] + [f"iter_{k:06d}" for k in range(2, last + 1, 2)]
     assert res["pool"] == ["sl"] + [f"iter_{k:06d}" for k in range(2, last + 2, 2)]
-    steps = _trains(checkpoint.read_jsonl(run / "metrics.jsonl"))
+    steps = _trains(files.read_jsonl(run / "metrics.jsonl"))
     assert steps == list(range(1, last + 2))  # nothing past the checkpoint kept, nothing repeated

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from alphalite import board, coords
+from alphalite.go import board, coords
 from search import advance, run_mcts
 from search.evaluators import (
     mix_rollouts,

@@ -7,7 +7,9 @@ import jax
 import numpy as np
 import pytest
 
-from alphalite import board, nets, sgf
+from alphalite.go import board, sgf
+
+from alphalite.nn import nets
 from selfplay import games as sp
 from selfplay import records
 

@@ -1,11 +1,11 @@
-"""SGF reading, replay through our board, and writing back (alphalite.sgf)."""
+"""SGF reading, replay through our board, and writing back (alphalite.go.sgf)."""
 
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from alphalite import board, coords, sgf
+from alphalite.go import board, coords, sgf
 
 DATA = Path(__file__).parent / "data"
 SAMPLE = DATA / "tygem-sample.tar.gz"

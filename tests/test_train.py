@@ -4,7 +4,6 @@ the shipped sample, resume after kill -9, Ctrl-C, and eval-policy."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,14 @@ import numpy as np
 import optax
 import pytest
 
-from alphalite import board, checkpoint, config, features, nets, train
+from alphalite.go import board
+
+from alphalite.nn import checkpoint, features, nets
+
+from alphalite.runtime import config
+
+from alphalite.train import supervised as train
+from alphalite.runtime import files
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "data" / "tygem-sample.tar.gz"
@@ -143,7 +149,7 @@ def test_config_rejects_unknown_and_bad_values():
 
 @pytest.fixture(scope="module")
 def sample_data(tmp_path_factory):
-    from alphalite import dataset
+    from alphalite.data import dataset
 
     out = tmp_path_factory.mktemp("data") / "sample"
     dataset.build([SAMPLE], out, jobs=1, val_frac=0.1, test_frac=0.1)
@@ -222,7 +228,7 @@ def test_ctrl_c_or_sigterm_saves_and_exits(sample_data, tmp_path, sig):
     p = _run_sl(_tiny_args(sample_data, run, 100000, 1000))
     deadline = time.time() + 240
     while time.time() < deadline:
-        recs = checkpoint.read_jsonl(run / "metrics.jsonl")
+        recs = files.read_jsonl(run / "metrics.jsonl")
         if any(r.get("step", 0) >= 6 for r in recs):
             break
         time.sleep(0.05)
@@ -245,7 +251,7 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path):
     run = tmp_path / "run"
     saved = json.loads((run / "config.json").read_text())
     assert saved["model"] == "b1c8" and saved["board_size"] == 19
-    recs = checkpoint.read_jsonl(run / "metrics.jsonl")
+    recs = files.read_jsonl(run / "metrics.jsonl")
     assert any("val_top1" in r for r in recs) and any("loss" in r for r in recs)
     assert (run / "plots" / "loss.png").stat().st_size > 1000
     assert (run / "plots" / "accuracy.png").stat().st_size > 1000
@@ -271,7 +277,7 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path):
 
 def _poison_batch(monkeypatch, bad: int):
     """Training batch number ``bad`` (0-based) gets NaN planes."""
-    from alphalite import dataset
+    from alphalite.data import dataset
 
     real = dataset.iterate_batches
 
@@ -294,7 +300,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(sample
     state, meta = _params(run)
     assert meta["step"] == 6
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(state))
-    recs = checkpoint.read_jsonl(run / "metrics.jsonl")
+    recs = files.read_jsonl(run / "metrics.jsonl")
     assert [r["step"] for r in recs] == list(range(1, 8)) and all(np.isfinite(r["loss"]) for r in recs)
     assert all(np.isfinite(r["grad_norm"]) and r["grad_norm"] > 0 for r in recs)
     monkeypatch.undo()
@@ -324,7 +330,7 @@ def test_absurd_learning_rate_is_one_line_exit_2_and_the_fixed_rerun_starts_afre
 
 @pytest.fixture(scope="module")
 def noval_data(tmp_path_factory):
-    from alphalite import dataset
+    from alphalite.data import dataset
 
     out = tmp_path_factory.mktemp("data") / "noval"
     dataset.build([SAMPLE], out, jobs=1, val_frac=0.0, test_frac=0.0, max_games=40, progress=False)

@@ -13,8 +13,14 @@ import numpy as np
 import optax
 import pytest
 
-from alphalite import board, checkpoint, dataset, features, nets, train, value
-from alphalite.gtpclient import find_gnugo
+from alphalite.go import board
+
+from alphalite.nn import checkpoint, features, nets
+
+from alphalite.data import dataset
+
+from alphalite.train import supervised as train, value
+from alphalite.go.gtpclient import find_gnugo
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "data" / "tygem-sample.tar.gz"

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from alphalite import native, nets, winograd
+from alphalite.nn import native, nets, winograd
 
 
 def _inputs(b, h, w, c, k, seed=0):
@@ -69,7 +69,7 @@ def _native_expected() -> bool:
 
 @pytest.mark.parametrize("a,n,c,k", [(36, 1600, 64, 64), (25, 700, 18, 32), (3, 1, 13, 96), (1, 257, 1, 32)])
 def test_native_weight_gradient_matches_einsum(a, n, c, k):
-    """The native kernel (alphalite/native.py) is built and used wherever a
+    """The native kernel (alphalite/nn/native.py) is built and used wherever a
     C++ compiler is, and agrees with the einsum it replaces; shapes cover row
     chunks, channel remainders and a single row."""
     assert native.available() == _native_expected()
@@ -162,11 +162,11 @@ def test_resnet_conv_impls_share_parameters_and_outputs(name):
     x = jnp.asarray(np.random.default_rng(3).random((4, 7, 7, 17)) < 0.3, jnp.float32)
     np.testing.assert_allclose(wino.apply(variables, x), xla.apply(variables, x), rtol=1e-4, atol=1e-4)
     # auto: Winograd in training steps on the CPU, XLA's conv for inference
-    assert nets._use_winograd("auto", train=True, size=19) == (jax.default_backend() == "cpu")
-    assert nets._use_winograd("auto", train=True, size=9) == (jax.default_backend() == "cpu")
-    assert not nets._use_winograd("auto", train=True, size=7)
-    assert not nets._use_winograd("auto", train=False, size=19)
-    assert nets._use_winograd("winograd", train=False, size=5)
+    assert nets.use_winograd("auto", train=True, size=19) == (jax.default_backend() == "cpu")
+    assert nets.use_winograd("auto", train=True, size=9) == (jax.default_backend() == "cpu")
+    assert not nets.use_winograd("auto", train=True, size=7)
+    assert not nets.use_winograd("auto", train=False, size=19)
+    assert nets.use_winograd("winograd", train=False, size=5)
 
 
 def test_unknown_conv_impl_is_rejected():

@@ -1,6 +1,7 @@
-"""Process settings made on import: YNNPACK off through XLA_FLAGS (jaxlib 0.10),
-the user's own setting kept, JAX still starts; glibc malloc tuned. Worker
-pools that never fork a process with JAX loaded."""
+"""Process settings made by alphalite.runtime.setup() (and not by importing
+anything): YNNPACK off through XLA_FLAGS (jaxlib 0.10), the user's own
+setting kept, JAX still starts; glibc malloc tuned. Worker pools that never
+fork a process with JAX loaded."""
 
 import os
 import platform
@@ -10,8 +11,8 @@ from importlib import metadata
 
 import pytest
 
-PROBE = ("import alphalite, os, jax, jax.numpy as jnp; "
-         "print(alphalite.YNN_DISABLED, os.environ.get('XLA_FLAGS', ''), float(jnp.ones(3).sum()), sep='|')")
+PROBE = ("import os, jax, jax.numpy as jnp; from alphalite import runtime; "
+         "print(runtime.setup()['ynn_disabled'], os.environ.get('XLA_FLAGS', ''), float(jnp.ones(3).sum()), sep='|')")
 
 
 def _run(xla_flags):
@@ -34,7 +35,9 @@ def test_ynn_flag_added_once_and_user_setting_kept():
 
 
 MALLOC_PROBE = """
-import ctypes, numpy as np, alphalite
+import ctypes, numpy as np
+from alphalite import runtime
+tuned = runtime.setup()["malloc_tuned"]
 
 class Info(ctypes.Structure):  # glibc's struct mallinfo2
     _fields_ = [(name, ctypes.c_size_t) for name in (
@@ -46,7 +49,7 @@ a = np.empty(25_000_000, np.float32)  # 100 MB, as large as XLA's step buffers
 a.fill(1.0)
 mapped = mallinfo2().hblkhd  # bytes in chunks of their own mmap, unmapped on free
 del a
-print(alphalite.MALLOC_TUNED, mapped, mallinfo2().arena, sep="|")
+print(tuned, mapped, mallinfo2().arena, sep="|")
 """
 
 
@@ -74,15 +77,16 @@ def test_malloc_keeps_large_buffers_unless_told_not_to():
 
 
 POOL_PROBE = """
-import os, alphalite
+import os
+from alphalite import runtime
 forks = []
 os.register_at_fork(before=lambda: forks.append(1))
-with alphalite.process_pool(2) as pool:
+with runtime.process_pool(2) as pool:
     assert pool.map(abs, [-1, -2]) == [1, 2]
 before_jax = len(forks)
 import jax
 jax.numpy.ones(2).block_until_ready()
-with alphalite.process_pool(2) as pool:
+with runtime.process_pool(2) as pool:
     assert pool.map(abs, [-3]) == [3]
 print(before_jax, len(forks) - before_jax)
 """
@@ -95,3 +99,24 @@ def test_process_pool_forks_only_before_jax_is_loaded():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["2", "0"]
     assert "os.fork() was called" not in out.stderr
+
+
+IMPORT_PROBE = """
+import os, sys
+os.environ.pop("XLA_FLAGS", None)
+import alphalite.go.board, alphalite.nn.nets, alphalite.nn.features, alphalite.train.supervised, alphalite.gtp.engine
+import alphalite.arena.tournament, alphalite.data.dataset, alphalite.engine.players, search, selfplay.rl
+from numba.core import caching
+impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")
+from alphalite.runtime import numba_cache
+print(os.environ.get("XLA_FLAGS", "unset"), numba_cache._PackageLocator in impl._locator_classes, sep="|")
+"""
+
+
+def test_importing_changes_nothing_in_the_process():
+    """Importing our modules sets no XLA flag and installs no Numba locator:
+    only runtime.setup(), called by the entry points, does (the malloc
+    tuning has no outside trace to check; it sits in the same function)."""
+    out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["unset|False"]

@@ -45,7 +45,7 @@ import re
 import numpy as np
 from numba import njit
 
-from alphalite import board, coords
+from alphalite.go import board, coords
 
 class SgfError(ValueError):
     """A record that cannot be read; the message is one line."""

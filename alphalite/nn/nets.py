@@ -63,8 +63,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from alphalite import winograd
-from alphalite.batchnorm import BatchNorm
+from alphalite.nn import winograd
+from alphalite.nn.batchnorm import BatchNorm
 
 Dtype = Any
 
@@ -332,7 +332,7 @@ CONV_IMPLS = ("auto", "xla", "winograd")
 WINOGRAD_MIN_SIZE = 9  # smaller boards are test-sized; XLA compiles faster
 
 
-def _use_winograd(impl: str, train: bool = True, size: int = 19) -> bool:
+def use_winograd(impl: str, train: bool = True, size: int = 19) -> bool:
     """``auto``: Winograd for training on the CPU on boards of 9 and more
     (F(3x3) on 9x9, F(4x4) on 19x19), where XLA's convolution weight gradient
     is slow (b6c64 training: 1.15x faster on 9x9, 1.2x on 19x19); XLA's
@@ -347,8 +347,8 @@ def _use_winograd(impl: str, train: bool = True, size: int = 19) -> bool:
 class Conv3x3(nn.Module):
     """3x3 SAME conv without bias, the same parameter (``kernel [3, 3, C, K]``,
     LeCun normal) as ``nn.Conv``, so checkpoints do not depend on ``impl``:
-    ``xla`` (lax.conv), ``winograd`` (alphalite.winograd, F(4x4, 3x3)) or
-    ``auto`` (see ``_use_winograd``)."""
+    ``xla`` (lax.conv), ``winograd`` (alphalite.nn.winograd, F(4x4, 3x3)) or
+    ``auto`` (see ``use_winograd``)."""
 
     features: int
     impl: str = "auto"
@@ -360,7 +360,7 @@ class Conv3x3(nn.Module):
             "kernel", nn.initializers.lecun_normal(), (3, 3, x.shape[-1], self.features), jnp.float32
         )
         x, kernel = x.astype(self.dtype), kernel.astype(self.dtype)
-        if _use_winograd(self.impl, train, min(x.shape[1], x.shape[2])):
+        if use_winograd(self.impl, train, min(x.shape[1], x.shape[2])):
             return winograd.conv3x3(x, kernel)
         return winograd.reference_conv3x3(x, kernel)
 

@@ -40,8 +40,8 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from alphalite import board
-from alphalite.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
+from alphalite.go import board
+from alphalite.go.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
 
 
 # ---------------------------------------------------------------- ownership
@@ -218,7 +218,7 @@ class PolicyNet:
     def __init__(self, info: dict, variables: dict, value_info: dict | None = None, value_variables=None):
         import jax
 
-        from alphalite import features, nets
+        from alphalite.nn import features, nets
 
         self.size = int(info["board_size"])
         self.preset = info.get("preset", "default")
@@ -244,7 +244,7 @@ class PolicyNet:
         """(priors float32 [A]: masked softmax over the legal moves, value
         in [-1, 1] for the player to move, None without a value net); one
         network call for both."""
-        from alphalite import features
+        from alphalite.nn import features
 
         planes = features.encode(state, self.preset)[None]
         legal = board.legal_moves(resume(state))[None]
@@ -261,7 +261,7 @@ def load_net(policy: str, value: str | None = None) -> PolicyNet:
     value net ``value`` beside it, each checked for its kind, the value net
     for the policy's board size; ``checkpoint.CheckpointError`` names the
     folder otherwise."""
-    from alphalite import checkpoint
+    from alphalite.nn import checkpoint
 
     info, _, variables = checkpoint.load_model(policy, "policy")
     vinfo = vvars = None

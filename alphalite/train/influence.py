@@ -119,10 +119,10 @@ def train_and_evaluate(data, test_batches, *, board_size: int, split: str = "tra
     ``test_batches`` (dicts from the dataset loaders, with ``stones``,
     ``captures``, ``to_play``, ``outcomes``, ``move_number``).
 
-    Returns ``{"stats": value.WinnerStats result on the test positions
+    Returns ``{"stats": metrics.WinnerStats result on the test positions
     (v_black = 2 P(black) - 1), "train": {...counts, seconds}}``."""
-    from alphalite import dataset
-    from alphalite.value import WinnerStats
+    from alphalite.data import dataset
+    from alphalite.train.metrics import WinnerStats
 
     t0 = time.time()
     train = _gather(list(dataset.iterate_eval(data, split=split, preset="thesis3", board_size=board_size,

@@ -32,6 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from alphalite.runtime import files
 
 Z95 = 1.959963984540054
 C = math.log(10) / 400  # Elo -> natural-log odds
@@ -335,7 +336,6 @@ def write_report(out, results, *, anchor: str, anchor_elo: float = 0.0, sprt: Sp
                  candidate: str | None = None, settings: dict | None = None, prior: float = 1.0) -> dict:
     """report.md, ratings.png and ratings.json in ``out``; returns the paths,
     the ratings and a plain-text table for the terminal."""
-    from alphalite.checkpoint import write_json_atomic
 
     out = Path(out)
     done = [r for r in results if r.get("status") == "done"]
@@ -469,7 +469,7 @@ def write_report(out, results, *, anchor: str, anchor_elo: float = 0.0, sprt: Sp
     tmp = md_path.with_name(".report.md.tmp")
     tmp.write_text("\n".join(md))
     tmp.replace(md_path)
-    write_json_atomic(out / "ratings.json", {
+    files.write_json_atomic(out / "ratings.json", {
         "anchor": anchor, "anchor_elo": anchor_elo, "prior": prior,
         "ratings": {k: {"elo": v.elo, "se": v.se, "lo": v.lo, "hi": v.hi, "games": v.games, "score": v.score}
                     for k, v in ratings.items()},

@@ -2,7 +2,7 @@
 
 ``task="value"`` runs the same loop for a value net (``*_value`` model):
 MSE against the game outcome of the mover, games without a winner skipped,
-``per_game`` positions per game each epoch (steps in alphalite.value).
+``per_game`` positions per game each epoch (steps in alphalite.train.value).
 
 ``train_step(state, batch) -> (state, metrics)`` is jitted once per shape.
 ``train_and_evaluate(config, workdir)`` runs (or resumes) a run folder.
@@ -16,29 +16,21 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from alphalite import checkpoint as ckpt
-from alphalite.config import field
-
-
-# Global-norm gradient clipping, a guard against the rare huge gradient. KataGo
-# caps at 5500 on a loss summed over the batch (about 20 per position at batch
-# 256), Leela Chess Zero at 10000; both sit far above the usual norm and only
-# catch spikes, and so does ours (on the mean loss): the b6c64 19x19 SL recipe
-# runs at a norm of 0.7-1 after its first steps (9 at the start), the
-# thesis CNN at 2-4 (p90 10), with spikes of 50-700 when Adam at a constant
-# 3e-3 throws it out of its minimum (tests/test_train.py).
-GRAD_CLIP = 10.0
+from alphalite.nn import checkpoint as ckpt
+from alphalite.runtime.config import field
+from alphalite.runtime import files
+from alphalite.train.loop import (GRAD_CLIP, LEGACY_VALUES, GracefulStop, TrainingDiverged, apply_update,
+                                  create_state, prefetch, variables_of, with_clipping)
 
 
 @dataclasses.dataclass(frozen=True)
 class SLConfig:
     data: str = field("data/tygem", "dataset folder made by `alphalite data build`")
     model: str = field("b6c64", "network: thesis, clark, clark_tied or a ResNet preset (b6c64, ...)")
-    preset: str = field("default", "input feature planes (see alphalite.features.PRESETS)")
+    preset: str = field("default", "input feature planes (see alphalite.nn.features.PRESETS)")
     board_size: int = field(19, "board size of the games used")
     batch_size: int = field(128, "positions per step")
     optimizer: str = field("sgd", "optax optimizer", ("sgd", "adam", "adamw", "adagrad", "adadelta"))
@@ -73,23 +65,6 @@ class SLConfig:
 # Fields a resumed run may change; everything else must match config.json.
 RESUMABLE_OVERRIDES = ("total_steps", "max_minutes", "eval_every", "eval_positions",
                        "checkpoint_every", "log_every", "data")
-# What a run saved before a field existed did, where that is not the field's
-# default: runs before gradient clipping trained without it.
-LEGACY_VALUES = {"grad_clip": 0.0}
-
-
-class TrainingDiverged(ValueError):
-    """A step gave a non-finite loss, gradient or parameters; nothing of it is saved."""
-
-
-def with_clipping(tx, max_norm: float):
-    """``tx`` behind global-norm gradient clipping (``max_norm`` 0: ``tx``
-    itself, so the optimizer state of runs without clipping still loads)."""
-    import optax
-
-    return optax.chain(optax.clip_by_global_norm(max_norm), tx) if max_norm > 0 else tx
-
-
 def make_optimizer(cfg: SLConfig):
     import optax
 
@@ -116,23 +91,6 @@ def make_optimizer(cfg: SLConfig):
     else:
         tx = optax.chain(optax.add_decayed_weights(wd) if wd else optax.identity(), optax.adadelta(schedule))
     return with_clipping(tx, cfg.grad_clip), schedule
-
-
-def _train_state_cls():
-    from flax.training import train_state
-
-    class TrainState(train_state.TrainState):
-        batch_stats: Any = None
-
-    return TrainState
-
-
-def create_state(model, tx, rng, sample_planes):
-    import jax
-
-    variables = model.init(rng, sample_planes, train=False)
-    return _train_state_cls().create(apply_fn=model.apply, params=variables["params"], tx=tx,
-                                     batch_stats=variables.get("batch_stats", {}))
 
 
 def _log_probs(logits, legal, masked: bool):
@@ -170,31 +128,6 @@ def make_train_step(masked: bool):
     return jax.jit(train_step, donate_argnums=0)
 
 
-def apply_update(state, grads, updates: dict, loss):
-    """The end of every train step (policy and value): the optimizer update
-    (clipping included, see ``with_clipping``), the new batch statistics, and
-    the metrics ``loss``, ``grad_norm`` (before clipping) and ``finite``
-    (loss, gradient and new parameters all finite; the loop stops on False)."""
-    import jax.numpy as jnp
-    import optax
-
-    grad_norm = optax.tree.norm(grads)
-    state = state.apply_gradients(grads=grads)
-    if updates:
-        state = state.replace(batch_stats=updates["batch_stats"])
-    finite = jnp.isfinite(loss) & all_finite(grads) & all_finite(state.params)
-    return state, {"loss": loss, "grad_norm": grad_norm, "finite": finite}
-
-
-def all_finite(tree):
-    """Whether every value in ``tree`` is finite (a JAX bool; not by the
-    norm, whose squares overflow for large finite values)."""
-    import jax
-    import jax.numpy as jnp
-
-    return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree_util.tree_leaves(tree)]))
-
-
 def make_predict(model, masked: bool = True):
     """jitted (variables, planes, legal) -> masked log-probabilities [B, A]."""
     import jax
@@ -206,86 +139,8 @@ def make_predict(model, masked: bool = True):
     return jax.jit(predict)
 
 
-def prefetch(iterator, depth: int = 4):
-    """Run ``iterator`` in a daemon thread, ``depth`` items ahead. The loader's
-    Numba kernels release the GIL, so replay overlaps the train step."""
-    import queue
-    import threading
-
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
-
-    def work():
-        try:
-            for item in iterator:
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(done)
-        except BaseException as e:  # handed to the consumer
-            q.put(e)
-
-    threading.Thread(target=work, daemon=True).start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-
-
-class _GracefulStop:
-    """The first Ctrl-C (SIGINT) or SIGTERM (``kill``, a service manager, a
-    job under ``nohup``) only sets ``requested``; the loop stops between
-    steps. A KeyboardInterrupt inside the jitted step would leave the state
-    pointing at donated, deleted buffers, so nothing could be saved. A
-    second signal raises KeyboardInterrupt as usual."""
-
-    SIGNALS = ("SIGINT", "SIGTERM")
-
-    def __init__(self):
-        import signal
-        import threading
-
-        self.requested = False
-        self._previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for name in self.SIGNALS:
-                sig = getattr(signal, name)
-                self._previous[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def restore(self):
-        import signal
-
-        for sig, prev in self._previous.items():
-            signal.signal(sig, prev)
-        self._previous = {}
-
-
-def variables_of(state) -> dict:
-    v = {"params": state.params}
-    if state.batch_stats:
-        v["batch_stats"] = state.batch_stats
-    return v
-
-
 def evaluate(predict, variables, batches, num_actions: int, max_positions: int = 0) -> dict:
-    from alphalite.metrics import MovePredictionStats
+    from alphalite.train.metrics import MovePredictionStats
 
     stats = MovePredictionStats(num_actions)
     seen = 0
@@ -299,7 +154,7 @@ def evaluate(predict, variables, batches, num_actions: int, max_positions: int =
 
 
 def _check_resume(cfg: SLConfig, workdir: Path) -> None:
-    from alphalite import config as config_lib
+    from alphalite.runtime import config as config_lib
 
     saved = json.loads((workdir / "config.json").read_text())
     diff = config_lib.changed_fields(cfg, saved.get("sl", saved), keep=RESUMABLE_OVERRIDES,
@@ -334,8 +189,10 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     import jax.numpy as jnp
     from tqdm import tqdm
 
-    from alphalite import config as config_lib
-    from alphalite import dataset, features, metrics, nets
+    from alphalite.runtime import config as config_lib
+    from alphalite.data import dataset
+    from alphalite.nn import features, nets
+    from alphalite.train import metrics
 
     workdir = Path(workdir)
     size = cfg.board_size
@@ -351,7 +208,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     rng = jax.random.PRNGKey(cfg.seed)
     state = create_state(model, tx, rng, jnp.zeros((1, size, size, planes), jnp.float32))
     if is_value:
-        from alphalite import value as value_lib
+        from alphalite.train import value as value_lib
 
         train_step, predict = value_lib.make_train_step(), value_lib.make_predict(model)
         batch_keys = ("planes", "outcomes")
@@ -381,11 +238,11 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         print(f"resumed {workdir} at step {meta['step']}", flush=True)
     else:
         if cfg.init_trunk:
-            from alphalite import value as value_lib
+            from alphalite.train import value as value_lib
 
             state = value_lib.init_trunk_from(state, cfg.init_trunk, cfg.preset)
         _start_afresh(workdir)
-    ckpt.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
+    files.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
     step = int(meta["step"])
     loader = prefetch(dataset.iterate_batches(train_games, batch_size=cfg.batch_size, preset=cfg.preset,
                                               seed=cfg.seed, symmetries=cfg.symmetries, start_batch=step,
@@ -412,11 +269,11 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
             rec = {"step": step, "val_top1": res["top1"], "val_top5": res["top5"], "val_nll": res["nll"],
                    "val_mean_rank": res["mean_rank"], "val_positions": res["positions"]}
             score, curves = res["top1"], (["loss", "val_nll"], ["accuracy", "val_top1", "val_top5"])
-        ckpt.append_jsonl(workdir / "metrics.jsonl", rec)
+        files.append_jsonl(workdir / "metrics.jsonl", rec)
         if score > meta[best_key]:
             meta[best_key] = score
             save(best_mgr)
-        records = ckpt.read_jsonl(workdir / "metrics.jsonl")
+        records = files.read_jsonl(workdir / "metrics.jsonl")
         metrics.plot_curves(records, workdir / "plots" / "loss.png", curves[0], "loss")
         metrics.plot_curves(records, workdir / "plots" / "accuracy.png", curves[1], "accuracy")
         return rec
@@ -430,7 +287,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
                dynamic_ncols=True, mininterval=2.0)
     stopped = "finished"
     diverged = ""
-    stop = _GracefulStop()
+    stop = GracefulStop()
     try:
         while step < cfg.total_steps:
             if stop.requested:
@@ -454,7 +311,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
                 last = {"step": step, **{k: window[k] / n for k in sums}, "lr": float(schedule(step)),
                         "positions_per_s": n * cfg.batch_size / max(dt, 1e-9),
                         "positions_seen": step * cfg.batch_size}
-                ckpt.append_jsonl(workdir / "metrics.jsonl", last)
+                files.append_jsonl(workdir / "metrics.jsonl", last)
                 bar.set_postfix(loss=f"{last['loss']:.3f}", acc=f"{last['accuracy']:.3f}")
                 window = {**dict.fromkeys(sums, 0.0), "n": 0, "t": time.time()}
             if step % cfg.eval_every == 0:
@@ -479,7 +336,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
                 "another --workdir" if good is not None else "no checkpoint was saved; start again")
         raise TrainingDiverged(f"training diverged: {diverged}; {kept} with a lower --learning-rate or "
                                f"--grad-clip (now {cfg.grad_clip:g})")
-    if stopped != "interrupted" and (not ckpt.read_jsonl(workdir / "metrics.jsonl")
+    if stopped != "interrupted" and (not files.read_jsonl(workdir / "metrics.jsonl")
                                      or step % cfg.eval_every != 0):
         last = {**last, **run_eval()}
     print(f"{stopped} at step {step}; checkpoint in {workdir / 'ckpt'}", flush=True)
@@ -492,11 +349,15 @@ def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int =
     a built dataset folder (its ``split``)."""
     import tempfile
 
-    from alphalite import dataset, metrics, nets
+    from alphalite.data import dataset
+
+    from alphalite.train import metrics
+
+    from alphalite.nn import nets
 
     info, variables = ckpt.load_variables(checkpoint)
     size, preset = int(info["board_size"]), info["preset"]
-    from alphalite import features
+    from alphalite.nn import features
 
     model = nets.make_model(info["model"], size, features.num_planes(preset))
     predict = make_predict(model, masked=True)

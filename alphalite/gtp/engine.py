@@ -21,7 +21,7 @@ empty``, ``invalid number of stones``, ``cannot load file``.
 
 The engine answers ``name``, ``protocol_version`` and the other ``IDENTITY``
 commands at once on start-up, while Numba warm-up, network loading and
-compiling (read back from ``alphalite.jitcache``) run in a background thread;
+compiling (read back from ``alphalite.nn.jitcache``) run in a background thread;
 every other command waits for it, so the first ``genmove`` finds a warm
 engine. A move's time counts from the arrival of its ``genmove`` line
 (``serve`` stamps each line as it is read). Streaming analysis (``lz-analyze``,
@@ -41,7 +41,7 @@ and checked before the first command is read, and a wrong one stops the
 engine. A net only plays the board size it was trained on; on a size with no
 net the engine plays rollout MCTS with a knowledge-free line prior
 (``players.line_prior``) and says so once on stderr. Time control, resigning,
-passing and scoring: see ``alphalite.timecontrol`` and ``alphalite.players``.
+passing and scoring: see ``alphalite.engine.timecontrol`` and ``alphalite.engine.players``.
 """
 
 from __future__ import annotations
@@ -300,7 +300,9 @@ class Engine:
             self._load()
             import numpy as np
 
-            from alphalite import board, players
+            from alphalite.go import board
+
+            from alphalite.engine import players
 
             # Every kernel a genmove runs (tests/test_clock.py checks none is
             # left to load or compile), with a generator of its own so that
@@ -326,7 +328,8 @@ class Engine:
         loaded and checked now (CheckpointError naming the folder); the
         shipped ones (AUTO) only found now, and loaded when their size is
         first played."""
-        from alphalite import checkpoint, players
+        from alphalite.nn import checkpoint
+        from alphalite.engine import players
 
         policy, value = self.config.checkpoint, self.config.value_checkpoint
         if policy == AUTO:  # the installed ones, whatever folders the working folder holds
@@ -359,7 +362,8 @@ class Engine:
         """The PolicyNet for ``size`` (default: the board's), loaded once;
         None where no net plays that size. A net that fails to load answers
         every command that needs it with a failure (logged once)."""
-        from alphalite import checkpoint, players
+        from alphalite.nn import checkpoint
+        from alphalite.engine import players
 
         n = self.size if size is None else size
         if n not in self._nets:
@@ -399,7 +403,7 @@ class Engine:
 
     def _player(self):
         """The move chooser for the current board size."""
-        from alphalite import players
+        from alphalite.engine import players
 
         size = self.size
         if size in self._players:
@@ -431,7 +435,7 @@ class Engine:
         return p
 
     def _analysis_player(self):
-        from alphalite import players
+        from alphalite.engine import players
 
         p = self._player()
         if isinstance(p, players.MctsPlayer):
@@ -450,7 +454,7 @@ class Engine:
     @property
     def stack(self):
         if self._stack is None:
-            from alphalite import board
+            from alphalite.go import board
 
             self._stack = [board.new_game(self.size, self.komi, superko=self.config.superko)]
         return self._stack
@@ -460,7 +464,7 @@ class Engine:
         return self.stack[-1]
 
     def _timing(self):
-        from alphalite import timecontrol as tc
+        from alphalite.engine import timecontrol as tc
 
         if self._time is None:
             self._time = tc.TimeSettings()
@@ -470,14 +474,14 @@ class Engine:
     @property
     def resign_policy(self):
         if self._resign is None:
-            from alphalite.players import ResignPolicy
+            from alphalite.engine.players import ResignPolicy
 
             self._resign = ResignPolicy(threshold=self.config.resign_threshold,
                                         consecutive=self.config.resign_moves, enabled=self.config.resign)
         return self._resign
 
     def _reset(self, size: int):
-        from alphalite import board
+        from alphalite.go import board
 
         self.size = size
         self._stack = [board.new_game(size, self.komi, superko=self.config.superko)]
@@ -490,7 +494,7 @@ class Engine:
             p.forget()
 
     def _vertex(self, word: str) -> int:
-        from alphalite import coords
+        from alphalite.go import coords
 
         if word.lower() == "pass":
             return self.size * self.size
@@ -502,12 +506,13 @@ class Engine:
             raise GtpFailure("illegal move") from None  # well formed, off this board
 
     def _to_gtp(self, move: int) -> str:
-        from alphalite import coords
+        from alphalite.go import coords
 
         return coords.to_gtp(int(move), self.size)
 
     def _with_to_play(self, state, color: int):
-        from alphalite import board, players
+        from alphalite.go import board
+        from alphalite.engine import players
 
         state = players.resume(state)
         if state.to_play == color:
@@ -518,7 +523,7 @@ class Engine:
         return board.GoState(state.size, state.komi, state.superko, state.suicide, b)
 
     def _board_empty(self) -> bool:
-        from alphalite import board
+        from alphalite.go import board
 
         return not board.stones(self.state).any()
 
@@ -637,7 +642,7 @@ class Engine:
 
     def cmd_komi(self, komi):
         k = _parse_float(komi)
-        from alphalite import board
+        from alphalite.go import board
 
         self.komi = k
         self._stack = [board.with_komi(s, k) for s in self.stack]
@@ -645,11 +650,11 @@ class Engine:
         return ""
 
     def cmd_play(self, color, vertex):
-        from alphalite import board
+        from alphalite.go import board
 
         c = _parse_color(color)
         move = self._vertex(vertex)
-        from alphalite import players
+        from alphalite.engine import players
 
         state = players.resume(self.state)
         try:
@@ -674,12 +679,12 @@ class Engine:
         return ""
 
     def cmd_showboard(self):
-        from alphalite import board
+        from alphalite.go import board
 
         return "\n" + board.render(self.state)
 
     def cmd_fixed_handicap(self, n):
-        from alphalite import sgf
+        from alphalite.go import sgf
 
         k = _parse_int(n)
         if not self._board_empty():
@@ -696,7 +701,7 @@ class Engine:
     def cmd_place_free_handicap(self, n):
         import numpy as np
 
-        from alphalite import sgf
+        from alphalite.go import sgf
 
         k = _parse_int(n)
         if not self._board_empty():
@@ -736,7 +741,7 @@ class Engine:
     def _place_handicap(self, points):
         import numpy as np
 
-        from alphalite import board
+        from alphalite.go import board
 
         grid = np.zeros((self.size, self.size), np.int8)
         for p in points:
@@ -803,7 +808,8 @@ class Engine:
         return self._genmove(_parse_color(color), commit=False)
 
     def _genmove(self, color: int, *, commit: bool = True, cleanup: bool = False, callback=None) -> str:
-        from alphalite import board, players
+        from alphalite.go import board
+        from alphalite.engine import players
 
         t0 = self._arrived  # everything from the command's arrival is charged to the move
         self._ready.wait()
@@ -870,7 +876,7 @@ class Engine:
 
     def _judge(self, state):
         """(score, dead points) of a position, cached."""
-        from alphalite import players
+        from alphalite.engine import players
 
         key = (state.hash, state.komi, state.move_number, state.to_play)
         if key not in self._judged:
@@ -883,7 +889,7 @@ class Engine:
     def _pass_wins(self, state, color) -> bool:
         """After the opponent's pass: do we win both by the Tromp-Taylor count
         as the board stands and with the dead stones taken off?"""
-        from alphalite import board
+        from alphalite.go import board
 
         score, _ = self._judge(state)
         return board.area_score(state) * color > 0 and score * color > 0
@@ -891,7 +897,8 @@ class Engine:
     def _cleanup_move(self, state, color):
         """kgs-genmove_cleanup: while the opponent has dead stones, fill a
         liberty of the dead group with the fewest liberties."""
-        from alphalite import board, players
+        from alphalite.go import board
+        from alphalite.engine import players
 
         _, dead = self._judge(state)
         s = board.stones(state).ravel()
@@ -919,13 +926,13 @@ class Engine:
     # scoring
 
     def cmd_final_score(self):
-        from alphalite import players
+        from alphalite.engine import players
 
         score, _ = self._judge(self.state)
         return players.result_string(score)
 
     def cmd_final_status_list(self, status):
-        from alphalite import board
+        from alphalite.go import board
 
         status = status.lower()
         if status not in ("alive", "dead", "seki"):
@@ -941,7 +948,7 @@ class Engine:
     # SGF
 
     def cmd_loadsgf(self, filename, move_number=None):
-        from alphalite import board, sgf
+        from alphalite.go import board, sgf
 
         limit = None if move_number is None else _parse_int(move_number, lo=1) - 1
         try:
@@ -979,7 +986,8 @@ class Engine:
         return ""
 
     def _record(self):
-        from alphalite import players, sgf
+        from alphalite.engine import players
+        from alphalite.go import sgf
 
         result = ""
         if self.state.is_over:
@@ -992,7 +1000,7 @@ class Engine:
                               moves=tuple(self.moves), first_player=first if first == WHITE else 0)
 
     def cmd_printsgf(self, filename=None):
-        from alphalite import sgf
+        from alphalite.go import sgf
 
         data = sgf.write_sgf(self._record())
         if filename is None:
@@ -1104,7 +1112,7 @@ class Engine:
         a move gets as many playouts as visits (``_playouts_for``), so the
         hundreds of one-visit moves of a 19x19 search stay cheap.
         Ownership rows run from the top row (A19 on 19x19), left to right."""
-        from alphalite import board
+        from alphalite.go import board
 
         state = tree.root_state
         me = state.to_play
@@ -1142,7 +1150,7 @@ class Engine:
         (default ``score_playouts``) random playouts
         (``players.playout_outcomes``, the rollout policy), seeded by the
         position, cached by it."""
-        from alphalite import players
+        from alphalite.engine import players
 
         n = max(self.config.score_playouts if playouts is None else playouts, 1)
         key = (state.hash, state.komi, state.move_number, state.to_play, n)
@@ -1155,7 +1163,7 @@ class Engine:
         return self._territories[key]
 
     def _analyze(self, color, callback, until_stopped=None, max_visits=None):
-        from alphalite import players
+        from alphalite.engine import players
 
         self._ready.wait()
         state = self._with_to_play(self.state, color)
@@ -1206,7 +1214,7 @@ class Engine:
         ])
 
     def _policy(self):
-        from alphalite import players
+        from alphalite.engine import players
 
         self._ready.wait()
         state = players.resume(self.state)
@@ -1237,7 +1245,7 @@ class Engine:
         return "\n".join(" ".join(f"{100 * float(p[r * n + c]):.1f}" for c in range(n)) for r in range(n))
 
     def cmd_alphalite_ownership(self):
-        from alphalite import players
+        from alphalite.engine import players
 
         state = self.state
         black, white = players.ownership_counts(state, self.config.score_playouts, self.config.seed or 1)
@@ -1259,7 +1267,7 @@ def board_indices(cand):
 
 
 def board_resume(state):
-    from alphalite import players
+    from alphalite.engine import players
 
     return players.resume(state)
 
@@ -1392,7 +1400,7 @@ def run(args) -> int:
     """The ``alphalite gtp`` entry point. A bad flag or a net that is not
     what it should be stops it before it reads a command: one line on
     stderr, exit status 2."""
-    from alphalite import checkpoint, jitcache
+    from alphalite.nn import checkpoint, jitcache
 
     try:
         with _stray_errors_held():

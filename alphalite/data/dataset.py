@@ -6,7 +6,7 @@ Sources are ``.sgf`` files, folders (searched recursively for ``.sgf`` files
 and archives) and archives (``.tar.gz``/``.tgz``, ``.tar.bz2``/``.tbz2``,
 ``.tar``, ``.zip``, the way KGS/u-go.net and ../shared/data ship them), read
 member by member without extracting to disk. Records are parsed and replayed
-(``alphalite.sgf``) in worker processes; the main process keeps the order of
+(``alphalite.go.sgf``) in worker processes; the main process keeps the order of
 the sources, drops exact duplicates and writes the shards, so the output is
 the same for any ``--jobs``.
 
@@ -89,7 +89,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import math
 import os
@@ -105,7 +104,10 @@ from typing import Iterator
 import numpy as np
 from numba import njit
 
-from alphalite import board, features, sgf
+from alphalite.go import board, sgf
+
+from alphalite.nn import features
+from alphalite.runtime import files
 
 FORMAT = "alphalite-games-v1"
 SKIPPED_LOG = "skipped.tsv"  # in a built folder: every record not kept, with the reason
@@ -158,9 +160,9 @@ def check_sources(srcs) -> list[Path]:
 def _expand_sources(paths: list[Path]) -> Iterator[Path]:
     for p in paths:
         if p.is_dir():
-            for root, dirs, files in os.walk(p):
+            for root, dirs, names in os.walk(p):
                 dirs.sort()
-                for f in sorted(files):
+                for f in sorted(names):
                     if _is_sgf(f) or _is_archive(f):
                         yield Path(root) / f
         else:
@@ -278,7 +280,7 @@ def stop_name(code: int) -> str:
     return board.REASONS[code].replace(" ", "_")
 
 
-def _pack(games: list[dict]) -> dict[str, np.ndarray]:
+def pack_games(games: list[dict]) -> dict[str, np.ndarray]:
     nm = np.array([g["num_moves"] for g in games], np.int64)
     ns = np.array([len(g["setup_points"]) for g in games], np.int64)
     arr = {
@@ -303,25 +305,6 @@ def _pack(games: list[dict]) -> dict[str, np.ndarray]:
     return arr
 
 
-def write_atomic(path: Path, write) -> None:
-    """``write(f)`` into a temporary file beside ``path``, fsync, then rename:
-    readers see the old file or the whole new one, never half of it."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    write_atomic(Path(path), lambda f: f.write((json.dumps(obj, indent=1) + "\n").encode()))
-
-
 class _ShardWriter:
     def __init__(self, out: Path, shard_games: int):
         self.out = out
@@ -340,8 +323,8 @@ class _ShardWriter:
         if not games:
             return
         name = f"{split}-{self.count[split]:05d}.npz"
-        arr = _pack(games)
-        write_atomic(self.out / name, lambda f: np.savez(f, **arr))
+        arr = pack_games(games)
+        files.write_atomic(self.out / name, lambda f: np.savez(f, **arr))
         sizes = Counter(int(s) for s in arr["size"])
         self.shards.append({"file": name, "split": split, "games": len(games),
                             "moves": int(arr["num_moves"].sum()),
@@ -419,7 +402,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             for b in batches():
                 yield b, _work(b, sizes)
             return
-        from alphalite import process_pool
+        from alphalite.runtime import process_pool
 
         pool = process_pool(jobs, initializer=_worker_init)
         try:
@@ -486,7 +469,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
         }
         options = {"sources": [str(p) for p in paths], "sizes": list(sizes), "val_frac": val_frac,
                    "test_frac": test_frac, "max_games": max_games, "shard_games": shard_games}
-        write_json_atomic(out / "index.json", {"format": FORMAT, "complete": complete, "shards": writer.shards,
+        files.write_json_atomic(out / "index.json", {"format": FORMAT, "complete": complete, "shards": writer.shards,
                                                "summary": summary, "options": options})
         if old_index is not None:  # shards of an earlier build that this one did not rewrite
             new = {s["file"] for s in writer.shards}
@@ -542,7 +525,7 @@ class Games:
     @staticmethod
     def concat(parts: list[dict[str, np.ndarray]]) -> "Games":
         if not parts:
-            return Games(_pack([]))
+            return Games(pack_games([]))
         out = {}
         for k in parts[0]:
             if k.endswith("_offsets"):

@@ -9,7 +9,7 @@ game's outcome (AlphaGo); the winner prediction of a position is black when
 
 ``alphalite eval-value --checkpoint CKPT SRC...`` evaluates a value net on
 the positions after exactly 30, 80, 130 and 180 moves of held-out games and,
-in the same run, the NN-Influence baseline (``alphalite.influence``) trained
+in the same run, the NN-Influence baseline (``alphalite.train.influence``) trained
 on the training games of the same source, on the same positions.
 """
 
@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from alphalite.train import metrics
 
 SNAPSHOT_MOVES = (30, 80, 130, 180)  # NN-Influence's table
 PAPER_ACCURACY = {30: 0.521, 80: 0.618, 130: 0.767, 180: 0.893}
@@ -42,7 +44,7 @@ def make_train_step():
     import jax
     import jax.numpy as jnp
 
-    from alphalite import train
+    from alphalite.train import loop
 
     def train_step(state, batch):
         def loss_fn(params):
@@ -55,7 +57,7 @@ def make_train_step():
             return jnp.mean((v - batch["outcomes"]) ** 2), (v, updates)
 
         (loss, (v, updates)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-        state, m = train.apply_update(state, grads, updates, loss)
+        state, m = loop.apply_update(state, grads, updates, loss)
         return state, {**m, "accuracy": jnp.mean((v > 0) == (batch["outcomes"] > 0))}
 
     return jax.jit(train_step, donate_argnums=0)
@@ -68,44 +70,10 @@ def make_predict(model):
     return jax.jit(lambda variables, planes: model.apply(variables, planes, train=False))
 
 
-class WinnerStats:
-    """MSE and winner-prediction accuracy, overall and per move number.
-
-    ``update(v_black, winner, move_number)``: v_black [B] the predicted
-    outcome for black in [-1, 1] (or a probability-like score centred on 0),
-    winner [B] +1/-1."""
-
-    def __init__(self):
-        self.n = 0
-        self.sq = 0.0
-        self.hits = 0
-        self.by_move: dict[int, list] = {}
-
-    def update(self, v_black, winner, move_number):
-        v = np.asarray(v_black, np.float64)
-        w = np.asarray(winner, np.float64)
-        hit = (v > 0) == (w > 0)
-        sq = (v - w) ** 2
-        self.n += len(v)
-        self.sq += float(sq.sum())
-        self.hits += int(hit.sum())
-        for m, h, e in zip(np.asarray(move_number), hit, sq):
-            b = self.by_move.setdefault(int(m), [0, 0, 0.0])
-            b[0] += 1
-            b[1] += int(h)
-            b[2] += float(e)
-
-    def result(self) -> dict:
-        n = max(self.n, 1)
-        return {"positions": self.n, "mse": self.sq / n, "accuracy": self.hits / n,
-                "by_move": {str(m): {"n": b[0], "accuracy": b[1] / b[0], "mse": b[2] / b[0]}
-                            for m, b in sorted(self.by_move.items())}}
-
-
 def evaluate(predict, variables, batches, max_positions: int = 0) -> dict:
     """Value metrics over batches from the dataset loaders (MSE is on the
     mover's outcome, the same number as from black's side)."""
-    stats = WinnerStats()
+    stats = metrics.WinnerStats()
     for batch in batches:
         v = np.asarray(predict(variables, batch["planes"]))
         tp = batch["to_play"].astype(np.float64)
@@ -119,7 +87,7 @@ def evaluate(predict, variables, batches, max_positions: int = 0) -> dict:
 
 def load_value_net(checkpoint: str):
     """(info, variables, predict) of an exported value model or value run."""
-    from alphalite import checkpoint as ckpt
+    from alphalite.nn import checkpoint as ckpt
 
     info, model, variables = ckpt.load_model(checkpoint, "value")
     return info, variables, make_predict(model)
@@ -136,7 +104,9 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
     the paper (train / test)."""
     import tempfile
 
-    from alphalite import dataset, influence
+    from alphalite.data import dataset
+
+    from alphalite.train import influence
 
     t0 = time.time()
     info, variables, predict = load_value_net(checkpoint)
@@ -157,7 +127,7 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
         if not tests:
             raise dataset.DatasetError(f"no decided test games of size {size} reach move {SNAPSHOT_MOVES[0]} "
                                        f"in {', '.join(srcs)}")
-        net = WinnerStats()
+        net = metrics.WinnerStats()
         t_net = time.time()
         for b in tests:
             tp = b["to_play"].astype(np.float64)
@@ -186,8 +156,9 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
     model must learn. Each game is replayed into GNU Go over GTP; games with
     setup stones (GTP cannot place them) or a move GNU Go refuses are
     skipped and counted, as are games where GNU Go crashes (it is restarted)."""
-    from alphalite import coords, dataset
-    from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, colour_word, find_gnugo
+    from alphalite.go import coords
+    from alphalite.data import dataset
+    from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, colour_word, find_gnugo
 
     exe = gnugo or find_gnugo()
     if exe is None:
@@ -198,7 +169,7 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
             want.setdefault(int(g), {})[int(m)] = float(o) * float(tp)
     ids = sorted(want)[:games]
     allg = dataset.load_games(data, split, size)
-    stats, skipped, t0 = WinnerStats(), {"setup": 0, "refused": 0, "crashed": 0}, time.time()
+    stats, skipped, t0 = metrics.WinnerStats(), {"setup": 0, "refused": 0, "crashed": 0}, time.time()
     off, soff = allg["move_offsets"], allg["setup_offsets"]
 
     def start():
@@ -265,7 +236,7 @@ def init_trunk_from(state, checkpoint: str, preset: str):
     input preset); the head stays freshly initialised."""
     import jax
 
-    from alphalite import checkpoint as ckpt
+    from alphalite.nn import checkpoint as ckpt
 
     info, variables = ckpt.load_variables(checkpoint)
     if info.get("preset") != preset:
@@ -280,43 +251,3 @@ def init_trunk_from(state, checkpoint: str, preset: str):
     if "trunk" in stats and "trunk" in variables.get("batch_stats", {}):
         stats["trunk"] = variables["batch_stats"]["trunk"]
     return state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params))
-
-
-def demo_value(policy_checkpoint: str, workdir, minutes: float = 1.0, *, games: int = 32,
-               rl_checkpoint: str | None = None, data_minutes: float = 1.5, seed: int = 0,
-               progress: bool = True) -> dict:
-    """The demo's value stage: ``games`` self-play games under the value-data
-    protocol with ``policy_checkpoint`` (also standing in for the RL policy
-    unless ``rl_checkpoint``), at most ``data_minutes`` of play, then a value
-    net (the policy's trunk, a fresh tanh head) trained for ``minutes``.
-    A handful of games give too few one-per-game positions for a batch, so
-    the demo trains on up to 16 positions of every game (the full protocol,
-    ``--marked-only``, is for real runs). Reruns resume. Returns metrics."""
-    from alphalite import nets, train
-    from selfplay import valuedata
-
-    workdir = Path(workdir)
-    pol = valuedata._load_policy(policy_checkpoint)
-    size = pol["size"]
-    t0 = time.time()
-    gen = valuedata.generate(workdir / "valuedata", policy_checkpoint, rl_checkpoint=rl_checkpoint or policy_checkpoint,
-                             games=games, batch=games, seed=seed, val_frac=0.2, test_frac=0.0,
-                             max_seconds=60 * data_minutes, progress=progress, max_moves=size * size + 2 * size)
-    data_seconds = time.time() - t0
-    name = type(pol["model"]).__name__
-    if name == "ResNetPolicy":
-        model, trunk = f"b{pol['model'].blocks}c{pol['model'].channels}_value", str(policy_checkpoint)
-    else:
-        model, trunk = "b2c16_value", ""
-    nets.parse_preset(model[: -len("_value")])
-    cfg = train.SLConfig(data=str(workdir / "valuedata"), task="value", model=model, preset=pol["preset"],
-                         board_size=size, batch_size=32, optimizer="adam", learning_rate=1e-3, schedule="constant",
-                         warmup_steps=20, total_steps=100_000, max_minutes=minutes, eval_every=100,
-                         eval_positions=1024, checkpoint_every=50, log_every=10, per_game=16, init_trunk=trunk,
-                         seed=seed)
-    res = train.train_and_evaluate(cfg, workdir / "run", progress=progress)
-    return {"games": gen["games"], "games_per_hour": gen["games_per_hour"], "data_seconds": data_seconds,
-            "model": model, "init_trunk": trunk, "step": res["step"], "stopped": res["stopped"],
-            "val_mse": res.get("val_mse"), "val_accuracy": res.get("val_accuracy"),
-            "positions_per_s": res.get("positions_per_s"), "train_seconds": res.get("seconds"),
-            "run": str(workdir / "run")}

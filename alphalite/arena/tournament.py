@@ -60,7 +60,8 @@ import zlib
 from collections import Counter, deque
 from pathlib import Path
 
-from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
+from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
+from alphalite.runtime import files
 
 RESULTS = "results.jsonl"
 SETTINGS = "arena.json"
@@ -226,7 +227,7 @@ def result_string(score: float) -> str:
 
 def _dead_stones(job: GameJob, moves, size: int, log_path: Path) -> tuple[list[int] | None, str]:
     """Referee's dead stones (flat points) after the moves, or (None, why)."""
-    from alphalite import coords
+    from alphalite.go import coords
 
     if job.referee is None:
         return None, "no referee"
@@ -281,7 +282,7 @@ def play_game(job: GameJob) -> dict:
 
 
 def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> dict:
-    from alphalite import board, coords, sgf
+    from alphalite.go import board, coords, sgf
 
     size = job.size
     seed = _seed(job.game_id, job.attempt)
@@ -423,7 +424,7 @@ def _save_sgf(job: GameJob, rec: dict, moves) -> str:
     """games/<id>.sgf (or void/<id>.<attempt>.sgf), written atomically."""
     from sgfmill import sgf as sgfmill_sgf
 
-    from alphalite import sgf
+    from alphalite.go import sgf
 
     done = rec.get("status") == "done"
     rel = f"games/{job.game_id}.sgf" if done else f"void/{job.game_id}.{job.attempt}.sgf"
@@ -518,7 +519,7 @@ class Tournament:
     sprt: str = ""  # "elo0=0,elo1=35,alpha=0.05,beta=0.05": first engine = candidate
 
     def validate(self) -> None:
-        from alphalite import coords, sgf
+        from alphalite.go import coords, sgf
 
         names = [e.name for e in self.engines]
         if len(names) < 2:
@@ -546,7 +547,7 @@ class Tournament:
             if e.time:
                 parse_time(e.time)
         if self.sprt:
-            from alphalite import ratings
+            from alphalite.arena import ratings
 
             ratings.Sprt.parse(self.sprt)
             if len(names) != 2:
@@ -642,7 +643,7 @@ def _lock(out: Path):
 
 
 def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
-    from alphalite import ratings
+    from alphalite.arena import ratings
 
     _check_settings(t, out)
     results_path = out / RESULTS
@@ -793,9 +794,8 @@ def _check_settings(t: Tournament, out: Path) -> None:
             diff = sorted(k for k in set(oldt) | set(t.identity()) if oldt.get(k) != t.identity().get(k))
             raise ArenaError(f"{out} holds a tournament with other settings ({', '.join(diff)}); "
                              "use a new --out folder or the same settings")
-    from alphalite.checkpoint import write_json_atomic
 
-    write_json_atomic(path, t.to_json())
+    files.write_json_atomic(path, t.to_json())
 
 
 # ------------------------------------------------------------------ CLI
@@ -849,7 +849,7 @@ def tournament_from_args(args) -> Tournament:
 
 
 def cli(args) -> int:
-    from alphalite import ratings
+    from alphalite.arena import ratings
 
     if args.report_only:
         out = Path(args.out)

@@ -1,7 +1,7 @@
 """Input planes for the nets (named presets) and the 8 board symmetries.
 
 Every encoder writes channels-last ``float32 [H, W, C]`` planes (``H == W ==
-size``; row 0 is the top line, as in :mod:`alphalite.coords`), values 0/1.
+size``; row 0 is the top line, as in :mod:`alphalite.go.coords`), values 0/1.
 Unless a preset says otherwise, "own" means the player to move and "opp" the
 other colour. Liberty counts come from the board's incremental group data
 (``libs[head[p]]``), so encoding is O(board points); the legality planes
@@ -68,7 +68,7 @@ import math
 import numpy as np
 from numba import njit
 
-from alphalite.board import (
+from alphalite.go.board import (
     B_BLOOM,
     B_COLOR,
     B_HEAD,
@@ -88,7 +88,7 @@ from alphalite.board import (
     OCCUPIED,
     SUPERKO,
     WHITE,
-    _zi,
+    zobrist_index,
     legal_reason,
     maybe_seen,
 )
@@ -151,7 +151,7 @@ def _quick_reason(color, head, libs, zob, bloom, p, me, W, ko, superko, h0):
         return -1
     if not superko:
         return LEGAL
-    if not maybe_seen(bloom, h0 ^ zob[_zi(me), p]):
+    if not maybe_seen(bloom, h0 ^ zob[zobrist_index(me), p]):
         return LEGAL
     return -1
 

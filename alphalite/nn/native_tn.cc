@@ -1,5 +1,5 @@
 // out[a, c, k] = sum_n v[a, n, c] * d[a, n, k], the weight gradient of the
-// Winograd convolution (alphalite/winograd.py). XLA's CPU runtime runs this
+// Winograd convolution (alphalite/nn/winograd.py). XLA's CPU runtime runs this
 // batched product (small C x K outputs, long N) on one thread at about half
 // the speed of its other products; here the batch is shared over XLA's own
 // intra-op thread pool and each product is register-blocked.

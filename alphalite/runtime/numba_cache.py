@@ -13,8 +13,8 @@ broader than needed, but it stays right when a new call across files
 appears. Other code's kernels are left to Numba. A user's
 ``NUMBA_CACHE_LOCATOR_CLASSES`` replaces the whole list, ours included.
 
-Called by ``board.py`` before its first kernel: every kernel module imports
-board first."""
+Installed by ``alphalite.runtime.setup()``, which the entry points call
+before the first kernel."""
 
 from __future__ import annotations
 

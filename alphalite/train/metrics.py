@@ -97,6 +97,40 @@ class MovePredictionStats:
         }
 
 
+class WinnerStats:
+    """MSE and winner-prediction accuracy, overall and per move number.
+
+    ``update(v_black, winner, move_number)``: v_black [B] the predicted
+    outcome for black in [-1, 1] (or a probability-like score centred on 0),
+    winner [B] +1/-1."""
+
+    def __init__(self):
+        self.n = 0
+        self.sq = 0.0
+        self.hits = 0
+        self.by_move: dict[int, list] = {}
+
+    def update(self, v_black, winner, move_number):
+        v = np.asarray(v_black, np.float64)
+        w = np.asarray(winner, np.float64)
+        hit = (v > 0) == (w > 0)
+        sq = (v - w) ** 2
+        self.n += len(v)
+        self.sq += float(sq.sum())
+        self.hits += int(hit.sum())
+        for m, h, e in zip(np.asarray(move_number), hit, sq):
+            b = self.by_move.setdefault(int(m), [0, 0, 0.0])
+            b[0] += 1
+            b[1] += int(h)
+            b[2] += float(e)
+
+    def result(self) -> dict:
+        n = max(self.n, 1)
+        return {"positions": self.n, "mse": self.sq / n, "accuracy": self.hits / n,
+                "by_move": {str(m): {"n": b[0], "accuracy": b[1] / b[0], "mse": b[2] / b[0]}
+                            for m, b in sorted(self.by_move.items())}}
+
+
 def _savefig_atomic(fig, path: str | os.PathLike) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

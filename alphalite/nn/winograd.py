@@ -16,7 +16,7 @@ differentiates the overlapping tile gather:
 * ``dM = A dy A^T`` on the non-overlapping output blocks;
 * ``dw`` is the products ``V^T dM`` with ``V`` (input tiles, kept from the
   forward pass), then the filter transform's transpose; on the CPU the
-  products run in a native kernel (alphalite/native.py), as XLA runs them
+  products run in a native kernel (alphalite/nn/native.py), as XLA runs them
   on one thread;
 * ``dx`` is the forward convolution of ``dy`` with the kernel turned 180
   degrees and its channel axes swapped (it measured faster than the input
@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from alphalite import native
+from alphalite.nn import native
 
 # Interpolation points (the last one is infinity) for F(m, 3): Lavin & Gray's
 # for m = 2 and 4, the usual small ones for 3 and 5.

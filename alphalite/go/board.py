@@ -27,9 +27,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from alphalite import coords, numba_cache
-
-numba_cache.install()  # before the first kernel: cached kernels go stale with any kernel file
+from alphalite.go import coords
 
 EMPTY, BLACK, WHITE, WALL = 0, 1, -1, 2
 
@@ -125,7 +123,7 @@ def _nb(p, W, i):
 
 
 @njit(cache=True, inline="always")
-def _zi(stone):
+def zobrist_index(stone):
     return 0 if stone == 1 else 1
 
 
@@ -247,7 +245,7 @@ def _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone):
         return SUICIDE
     if meta[M_SUPERKO] == 0:
         return LEGAL
-    si = _zi(stone)
+    si = zobrist_index(stone)
     h = meta[M_HASH] ^ zob[si, p]
     if captures:
         oi = 1 - si
@@ -326,7 +324,7 @@ def _remove_group(color, head, nxt, libs, empt, epos, meta, zob, g, W):
 
     Returns (stones removed, hash delta)."""
     who = color[g]
-    zi = _zi(who)
+    zi = zobrist_index(who)
     h = np.int64(0)
     count = 0
     q = g
@@ -411,7 +409,7 @@ def _place(color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, z
     size = meta[M_SIZE]
     W = size + 2
     opp = -stone
-    si = _zi(stone)
+    si = zobrist_index(stone)
 
     _remove_empty(empt, epos, meta, p)
     color[p] = stone
@@ -564,7 +562,7 @@ def rebuild(B):
         if c == EMPTY:
             _add_empty(empt, epos, meta, p)
         elif c == BLACK or c == WHITE:
-            h ^= zob[_zi(c), p]
+            h ^= zob[zobrist_index(c), p]
             if head[p] != -1:
                 continue
             head[p] = p

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from alphalite.runtime import files
 
 
 class CheckpointError(RuntimeError):
@@ -75,38 +76,6 @@ def resolve(ref: str | os.PathLike) -> Path:
                               f"({', '.join(shipped_names())})") from None
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def append_jsonl(path: str | os.PathLike, obj: Any) -> None:
-    """One line per call; a line is written with a single write() so a kill
-    leaves at worst a torn last line, which readers skip."""
-    with open(path, "a") as f:
-        f.write(json.dumps(obj, sort_keys=True) + "\n")
-        f.flush()
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    out = []
-    try:
-        with open(path) as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # torn last line of a killed run
-    except FileNotFoundError:
-        pass
-    return out
-
-
 def _ocp():
     import orbax.checkpoint as ocp
 
@@ -150,10 +119,10 @@ def export_model(out_dir: str | os.PathLike, variables: dict, model_info: dict,
     variables = {k: v for k, v in variables.items()}
     with ocp.StandardCheckpointer() as ckptr:
         ckptr.save(tmp / "variables", variables)
-    write_json_atomic(tmp / "model.json", model_info)
+    files.write_json_atomic(tmp / "model.json", model_info)
     if extra:
         for name, obj in extra.items():
-            write_json_atomic(tmp / name, obj)
+            files.write_json_atomic(tmp / name, obj)
     if out.exists():
         import shutil
 
@@ -240,7 +209,7 @@ def load_model(path: str | os.PathLike, kind: str, size: int | None = None):
     given, whose variables fit its model."""
     import jax
 
-    from alphalite import features, nets
+    from alphalite.nn import features, nets
 
     info, variables = load_variables(path)
     is_value = str(info.get("model", "")).endswith("_value")

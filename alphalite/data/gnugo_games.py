@@ -46,8 +46,9 @@ from pathlib import Path
 
 import numpy as np
 
-from alphalite import board, coords, sgf
-from alphalite.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
+from alphalite.go import board, coords, sgf
+from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
+from alphalite.runtime import files
 
 FORMAT = "alphalite-gnugo-games-v1"
 OPTIONS_FILE = "gnugo.json"
@@ -168,9 +169,8 @@ def write_game(path: Path, rec: sgf.GameRecord, comment: str = "") -> None:
         game = sgfmill_sgf.Sgf_game.from_bytes(data)
         game.get_root().set("GC", comment)
         data = game.serialise()
-    from alphalite.dataset import write_atomic
 
-    write_atomic(path, lambda f: f.write(data))
+    files.write_atomic(path, lambda f: f.write(data))
 
 
 def _worker_init():
@@ -214,9 +214,8 @@ def _check_options(out: Path, options: dict) -> None:
                                   + ", ".join(f"{k}={saved.get(k)!r}" for k in diff)
                                   + "); use another --out or the same options")
     else:
-        from alphalite.checkpoint import write_json_atomic
 
-        write_json_atomic(path, {"format": FORMAT, **options})
+        files.write_json_atomic(path, {"format": FORMAT, **options})
 
 
 def scan(out: Path) -> dict:
@@ -287,7 +286,7 @@ def generate(out, *, games: int, size: int = 9, levels=(1,), komi: float = 7.0, 
     complete = False
     bar = tqdm(total=games, initial=games - len(todo), desc="gnugo games", unit="game", disable=not progress,
                file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
-    from alphalite import process_pool
+    from alphalite.runtime import process_pool
 
     pool = process_pool(min(jobs, max(len(specs), 1)), initializer=_worker_init)
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 def cache_path() -> Path:
     import jaxlib
 
-    from alphalite import native
+    from alphalite.nn import native
 
     key = hashlib.sha256(f"{jaxlib.__version__}\0{native.cpu_id()}".encode()).hexdigest()[:16]
     return native.cache_dir() / f"jax-{key}"

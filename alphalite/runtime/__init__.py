@@ -1,0 +1,101 @@
+"""The process: what the entry points set up before any work, and the
+utilities every layer may use (typed configs, atomic files, worker pools).
+
+Importing alphalite, or any module of it, changes nothing in the process.
+``setup()`` does, once: the entry points (the ``alphalite`` command,
+``run_sl.py``, ``run_rl.py``, the benchmarks, the tests' conftest) call it
+before JAX or a Numba kernel starts. Code that imports our modules without
+calling it gets JAX's and glibc's defaults and Numba's own cache stamps."""
+
+from __future__ import annotations
+
+import functools
+import os
+from importlib import metadata
+
+# jaxlib 0.10 hands CPU convolutions and matrix products to YNNPACK by
+# default. On our 2-core x86 machine that made them about 2x slower: a
+# 64-channel 3x3 conv on [64, 19, 19, 64] took 67 ms forward + backward with
+# it and 34 ms without; b6c64 9x9 training went from 322 to 489 positions/s.
+# So we turn it off, unless the user set the flag, and only for the jaxlib
+# versions where we measured it (an unknown XLA flag aborts the process).
+# It must be in XLA_FLAGS before JAX starts its CPU backend.
+YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type="
+YNN_OFF_JAXLIB = ("0.10.",)
+
+# XLA's CPU runtime allocates every step's buffers afresh. glibc serves large
+# ones with mmap, or from per-thread heaps that it unmaps once empty, so each
+# step faulted its memory in again page by page: 4-5 million page faults and
+# a sixth of the CPU time in the kernel for 90 s of b6c64 training. No mmap,
+# no trimming and one arena per core (fewer heaps to empty) cut that to 0.85
+# million; b6c64 19x19 training went from about 120 to 165 positions/s (batch
+# 64). One arena for all threads faulted least but made XLA's compiles
+# contend for it (the test suite ran 17% slower). glibc reads its MALLOC_*
+# variables before Python starts, so we call mallopt. Left alone when the
+# user set any MALLOC_ variable or ALPHALITE_MALLOC=system.
+M_TRIM_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -4, -8
+MALLOC_SETTINGS = ((M_ARENA_MAX, os.cpu_count() or 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def ynn_off() -> bool:
+    """Add the YNNPACK-off flag to XLA_FLAGS (see above); True if added."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if YNN_FLAG.strip("-=") in flags:
+        return False
+    try:
+        jaxlib = metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        return False
+    if not jaxlib.startswith(YNN_OFF_JAXLIB):
+        return False
+    os.environ["XLA_FLAGS"] = (flags + " " + YNN_FLAG).strip()
+    return True
+
+
+def tune_malloc() -> bool:
+    """glibc's malloc settings above; True if all were taken."""
+    import ctypes
+    import platform
+
+    if os.environ.get("ALPHALITE_MALLOC", "") == "system" or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return all(mallopt(param, value) == 1 for param, value in MALLOC_SETTINGS)
+
+
+@functools.cache
+def setup() -> dict:
+    """Set up this process, once: XLA flags (before JAX's CPU backend
+    starts: a process that already started it keeps its flags), malloc
+    tuning, and the Numba cache locator (before the first cached kernel).
+    Returns what was done: {"ynn_disabled", "malloc_tuned", "numba_locator"}."""
+    from alphalite.runtime import numba_cache
+
+    return {"ynn_disabled": ynn_off(), "malloc_tuned": tune_malloc(), "numba_locator": numba_cache.install()}
+
+
+def process_pool(jobs: int, initializer=None):
+    """A multiprocessing pool for CPU work that needs no JAX (SGF parsing,
+    GNU Go games). Forked when JAX is not loaded (workers start at once);
+    otherwise from a fork server: forking a process whose JAX threads may
+    hold locks can deadlock the child (Python warns of it). Fork-server
+    workers import the caller's main module, so a script that builds a
+    pool after importing JAX needs the ``if __name__ == "__main__":`` guard."""
+    import multiprocessing
+    import sys
+
+    method = "forkserver" if "jax" in sys.modules else "fork"
+    return multiprocessing.get_context(method).Pool(jobs, initializer=_start_worker, initargs=(initializer,))
+
+
+def _start_worker(initializer):
+    # A fork-server worker is a fresh interpreter: without our Numba stamps
+    # its kernels would overwrite the cache index the parent reads.
+    setup()
+    if initializer is not None:
+        initializer()

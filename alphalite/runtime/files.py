@@ -1,0 +1,55 @@
+"""Files that a kill never leaves half written: atomic replace, and JSON
+lines whose torn last line readers skip."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_atomic(path: str | os.PathLike, write) -> None:
+    """``write(f)`` (a binary file) into a temporary file beside ``path``,
+    fsync, then rename: readers see the old file or the whole new one,
+    never half of it. Creates the parent folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    write_atomic(path, lambda f: f.write((json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()))
+
+
+def append_jsonl(path: str | os.PathLike, obj: Any) -> None:
+    """One line per call; a line is written with a single write() so a kill
+    leaves at worst a torn last line, which readers skip."""
+    with open(path, "a") as f:
+        f.write(json.dumps(obj, sort_keys=True) + "\n")
+        f.flush()
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """The records of a JSON-lines file (none if it is missing), skipping a torn line."""
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # torn last line of a killed run
+    except FileNotFoundError:
+        pass
+    return out
