@@ -100,13 +100,13 @@ def test_one_iteration_writes_metrics_checkpoint_pool(tmp_path):
 def test_a_non_finite_update_stops_the_run_unapplied(tmp_path):
     """An absurd learning rate (inf in float32): the update is refused, the
     run stays at its last good iteration, clipping is in the chain."""
-    from alphalite.train import supervised as train
+    from alphalite.train import loop
 
     _export_tiny(tmp_path / "sl")
     cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=2, games_per_iteration=2, eval_games=0,
                       learning_rate=1e39, micro_batch=64, max_moves=20)
-    assert cfg.grad_clip == train.GRAD_CLIP and len(rl.make_optimizer(cfg).init({"w": jnp.zeros(1)})) == 2
-    with pytest.raises(train.TrainingDiverged, match="iteration 1 gave a non-finite .* stays at iteration 0"):
+    assert cfg.grad_clip == loop.GRAD_CLIP and len(rl.make_optimizer(cfg).init({"w": jnp.zeros(1)})) == 2
+    with pytest.raises(loop.TrainingDiverged, match="iteration 1 gave a non-finite .* stays at iteration 0"):
         rl.train_rl(cfg, tmp_path / "run", progress=False)
     state, meta = checkpoint.restore(checkpoint.manager(tmp_path / "run" / "ckpt"), _abstract_state(tmp_path / "sl"))
     assert meta["iteration"] == 0
@@ -121,11 +121,11 @@ def test_bad_config_is_one_line(tmp_path):
 
 
 def _abstract_state(sl):
-    from alphalite.train import supervised as train
+    from alphalite.train import loop
 
     info, v = checkpoint.load_variables(sl)
     model = nets.make_model(info["model"], info["board_size"], 17)
-    return train._train_state_cls().create(apply_fn=model.apply, params=v["params"],
+    return loop.train_state_cls().create(apply_fn=model.apply, params=v["params"],
                                            tx=rl.make_optimizer(rl.RLConfig()), batch_stats=v["batch_stats"])
 
 

@@ -23,6 +23,7 @@ from alphalite.nn import checkpoint, features, nets
 from alphalite.runtime import config
 
 from alphalite.train import supervised as train
+from alphalite.train import loop
 from alphalite.runtime import files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,14 +39,14 @@ def _fit(model, planes, moves, steps, lr=3e-3, batch=64, seed=0):
                          total_steps=steps)
     assert cfg.grad_clip > 0
     tx, _ = train.make_optimizer(cfg)
-    state = train.create_state(model, tx, jax.random.PRNGKey(seed), jnp.asarray(planes[:1]))
+    state = loop.create_state(model, tx, jax.random.PRNGKey(seed), jnp.asarray(planes[:1]))
     step = train.make_train_step(masked=False)
     rng = np.random.default_rng(seed)
     for _ in range(steps):
         idx = rng.integers(0, n, batch)
         state, _ = step(state, {"planes": planes[idx], "moves": moves[idx], "legal": legal[idx]})
     predict = train.make_predict(model, masked=False)
-    logp = np.asarray(predict(train.variables_of(state), planes, legal))
+    logp = np.asarray(predict(loop.variables_of(state), planes, legal))
     return float((logp.argmax(1) == moves).mean())
 
 
@@ -121,7 +122,7 @@ def test_gradient_clipping_is_in_the_optimizer_chain():
         tx, _ = train.make_optimizer(cfg)
         updates, _ = tx.update(grads, tx.init(params), params)
         assert float(optax.tree.norm(updates)) == pytest.approx(want, rel=1e-5)
-    assert train.SLConfig().grad_clip == train.GRAD_CLIP > 0
+    assert train.SLConfig().grad_clip == loop.GRAD_CLIP > 0
 
 
 def test_resume_check_names_changes_and_reads_old_runs_as_unclipped():
@@ -130,10 +131,10 @@ def test_resume_check_names_changes_and_reads_old_runs_as_unclipped():
     clipping stage) and accepts it."""
     saved = {k: v for k, v in config.to_dict(train.SLConfig()).items() if k != "grad_clip"}
     changed = config.changed_fields(train.SLConfig(learning_rate=0.1), saved,
-                                    keep=train.RESUMABLE_OVERRIDES, legacy=train.LEGACY_VALUES)
-    assert changed == ["learning_rate (0.05 -> 0.1)", f"grad_clip (0.0 -> {train.GRAD_CLIP!r})"]
+                                    keep=train.RESUMABLE_OVERRIDES, legacy=loop.LEGACY_VALUES)
+    assert changed == ["learning_rate (0.05 -> 0.1)", f"grad_clip (0.0 -> {loop.GRAD_CLIP!r})"]
     assert config.changed_fields(train.SLConfig(grad_clip=0.0, total_steps=5), saved,
-                                 keep=train.RESUMABLE_OVERRIDES, legacy=train.LEGACY_VALUES) == []
+                                 keep=train.RESUMABLE_OVERRIDES, legacy=loop.LEGACY_VALUES) == []
 
 
 def test_config_rejects_unknown_and_bad_values():
@@ -293,7 +294,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(sample
                          eval_positions=64, checkpoint_every=3, log_every=1, optimizer="sgd", learning_rate=0.01)
     run = tmp_path / "run"
     _poison_batch(monkeypatch, 7)  # step 8
-    with pytest.raises(train.TrainingDiverged, match=r"step 8 gave a non-finite .*\(loss nan.*"
+    with pytest.raises(loop.TrainingDiverged, match=r"step 8 gave a non-finite .*\(loss nan.*"
                                                      r"last good checkpoint, step 6, is kept"):
         train.train_and_evaluate(cfg, run, progress=False)
     assert sorted(_steps(run / "ckpt")) == [3, 6] and _steps(run / "best") == []

@@ -19,7 +19,8 @@ from alphalite.nn import checkpoint, features, nets
 
 from alphalite.data import dataset
 
-from alphalite.train import supervised as train, value
+from alphalite.train import loop, value
+from alphalite.train import supervised as train
 from alphalite.go.gtpclient import find_gnugo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +57,7 @@ def _synthetic_5x5(n, seed):
 def test_value_loss_decreases_on_synthetic_task():
     planes, y = _synthetic_5x5(512, 0)
     model = nets.make_model("b1c8_value", 5, 17)
-    state = train.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0), jnp.asarray(planes[:1]))
+    state = loop.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0), jnp.asarray(planes[:1]))
     step = value.make_train_step()
     rng = np.random.default_rng(0)
     losses = []
@@ -65,7 +66,7 @@ def test_value_loss_decreases_on_synthetic_task():
         state, m = step(state, {"planes": planes[idx], "outcomes": y[idx]})
         losses.append(float(m["loss"]))
     assert np.mean(losses[-20:]) < 0.5 * np.mean(losses[:20]), (losses[:5], losses[-5:])
-    v = np.asarray(value.make_predict(model)(train.variables_of(state), planes))
+    v = np.asarray(value.make_predict(model)(loop.variables_of(state), planes))
     assert ((v > 0) == (y > 0)).mean() > 0.85
 
 

@@ -120,7 +120,7 @@ def test_native_kernel_falls_back_where_it_cannot_run():
 
 def test_native_kernel_without_a_compiler_warns_once_and_falls_back(tmp_path):
     probe = ("import numpy as np, jax\n"
-             "from alphalite import native\n"
+             "from alphalite.nn import native\n"
              "v, d = np.ones((2, 3, 4), np.float32), np.ones((2, 3, 32), np.float32)\n"
              "out = jax.jit(native.batched_tn)(v, d); jax.jit(native.batched_tn)(v * 2, d)\n"
              "print(native.available(), float(out.sum()))\n")

@@ -375,7 +375,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     kept = Counter()
     positions = Counter()
     seen: set[int] = set()
-    files = 0
+    n_files = 0
     writer = _ShardWriter(out, shard_games)
     jobs = jobs or os.cpu_count() or 1
     log_path = out / SKIPPED_LOG
@@ -429,7 +429,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
         for items, res in stream:
             stop = False
             for (name, _), (kind, val) in zip(items, res):
-                files += 1
+                n_files += 1
                 if kind == "skip":
                     skipped[val[0]] += 1
                     log(name, *val)
@@ -460,7 +460,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
         log_file.close()
         os.replace(log_file.name, log_path)
         summary = {
-            "files": files, "games": sum(kept.values()), "games_by_split": {s: kept[s] for s in SPLITS},
+            "files": n_files, "games": sum(kept.values()), "games_by_split": {s: kept[s] for s in SPLITS},
             "positions": sum(positions.values()), "positions_by_split": {s: positions[s] for s in SPLITS},
             "skipped": dict(sorted(skipped.items())), "truncated": dict(sorted(truncated.items())),
             "corrupt_archives": errors["corrupt_archive"], "skipped_log": str(log_path),
@@ -479,7 +479,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     if not summary["games"]:
         why = [f"{k} {v}" for k, v in sorted(skipped.items())]
         why += [f"corrupt archives {errors['corrupt_archive']}"] if errors["corrupt_archive"] else []
-        detail = (f"kept no game of size {','.join(map(str, sizes))} from {files} SGF records"
+        detail = (f"kept no game of size {','.join(map(str, sizes))} from {n_files} SGF records"
                   + (f" ({', '.join(why)})" if why else ""))
         raise NoGamesKept(f"{detail}; each skipped record and why: {log_path}", detail)
     return summary

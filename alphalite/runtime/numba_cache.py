@@ -23,7 +23,7 @@ import hashlib
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding the packages
 PACKAGES = ("alphalite", "search", "selfplay")
 
 
