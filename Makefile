@@ -13,7 +13,7 @@ UV := $(VENV)/uv/bin/uv
 LOCK_ARGS := pyproject.toml --extra test --universal --python-version 3.11 \
 	--generate-hashes --custom-compile-command 'make lock' -o $(LOCK)
 
-.PHONY: test demo install lock lock-upgrade gnugo bench clean clean-cache
+.PHONY: test test-fast demo install lock lock-upgrade gnugo bench clean clean-cache
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -61,6 +61,11 @@ sabaki-gtp:
 
 test: $(STAMP) gnugo sabaki-gtp
 	$(BIN)/python -m pytest -q tests
+
+# While working: everything but the tests marked slow (under 2 minutes).
+# Other cuts: pytest -m "not gnugo", -m "not subprocess" (markers in pyproject.toml).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" tests
 
 demo: $(STAMP)
 	$(BIN)/python -m alphalite.demo

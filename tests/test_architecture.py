@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("alphalite", "search", "selfplay")
 
@@ -25,6 +27,7 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+@pytest.mark.subprocess
 def test_import_contract_holds():
     """lint-imports (import-linter) sees imports inside functions too."""
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))

@@ -93,6 +93,7 @@ def results(out):
     return arena.read_results(out / "results.jsonl")
 
 
+@pytest.mark.subprocess
 def test_games_sgf_and_resume(tmp_path, fake):
     out = tmp_path / "t"
     t = Tournament(engines=(fake("a", "walk"), fake("b", "pass")), games=2, size=5, komi=0.5, referee="none")
@@ -121,6 +122,7 @@ def test_games_sgf_and_resume(tmp_path, fake):
     assert arena.run_tournament(t4, out, progress=False, say=lambda m: None)["played"] == 0
 
 
+@pytest.mark.subprocess
 def test_other_settings_in_same_folder_refused(tmp_path, fake):
     t = Tournament(engines=(fake("a", "pass"), fake("b", "pass")), games=1, size=5, referee="none")
     arena.run_tournament(t, tmp_path, progress=False, say=lambda m: None)
@@ -128,6 +130,7 @@ def test_other_settings_in_same_folder_refused(tmp_path, fake):
         arena.run_tournament(Tournament(**{**t.__dict__, "komi": 3.5}), tmp_path, progress=False)
 
 
+@pytest.mark.subprocess
 def test_one_arena_per_folder(tmp_path, fake):
     t = Tournament(engines=(fake("a", "pass"), fake("b", "pass")), games=1, size=5, referee="none")
     held = arena._lock(tmp_path)
@@ -137,6 +140,7 @@ def test_one_arena_per_folder(tmp_path, fake):
     assert arena.run_tournament(t, tmp_path, progress=False, say=lambda m: None)["played"] == 1
 
 
+@pytest.mark.subprocess
 def test_void_is_replayed(tmp_path, fake):
     flag = tmp_path / "crashed"
     t = Tournament(engines=(fake("a", f"crash-once:{flag}"), fake("b", "pass")), games=1, size=5, referee="none")
@@ -151,6 +155,8 @@ def test_void_is_replayed(tmp_path, fake):
     assert any("void a-b-0000" in m for m in said)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("mode,why", [("crash", "exited"), ("hang", "no complete answer"),
                                       ("garbage", "answered genmove with 'xyzzy'")])
 def test_two_voids_stop_the_pairing_not_the_run(tmp_path, fake, mode, why):
@@ -168,6 +174,7 @@ def test_two_voids_stop_the_pairing_not_the_run(tmp_path, fake, mode, why):
     assert "stopped after two voids" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.subprocess
 def test_resign_illegal_and_final_score_disagreement(tmp_path, fake):
     out = tmp_path / "r"
     t = Tournament(engines=(fake("res", "resign"), fake("ill", "illegal")), games=2, size=5, referee="none")
@@ -192,6 +199,7 @@ def test_resign_illegal_and_final_score_disagreement(tmp_path, fake):
     assert "liar 1" in (out / "report.md").read_text()
 
 
+@pytest.mark.subprocess
 def test_time_settings_and_handicap_sent(tmp_path, fake):
     log = tmp_path / "gtp.log"
     a = fake("a", "pass", log)
@@ -219,6 +227,7 @@ def test_clock():
     assert c.overruns == 1
 
 
+@pytest.mark.subprocess
 def test_sprt_stops_early(tmp_path, fake):
     t = Tournament(engines=(fake("cand", "walk"), fake("best", "resign")), games=40, size=5, referee="none",
                    sprt="elo0=0,elo1=200,alpha=0.05,beta=0.05")
@@ -248,6 +257,8 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "whole seconds" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_our_random_engine_in_parallel_workers(tmp_path):
     """Real engines, two games at once in worker processes; the report is
     rebuilt from the results file by --report-only."""
@@ -266,6 +277,8 @@ def test_our_random_engine_in_parallel_workers(tmp_path):
     assert json.loads((tmp_path / "ratings.json").read_text())["anchor"] == "r2"
 
 
+@pytest.mark.gnugo
+@pytest.mark.subprocess
 @pytest.mark.skipif(find_gnugo() is None, reason="GNU Go not installed (apt-get install gnugo)")
 def test_gnugo_beats_random_and_referees(tmp_path):
     t = Tournament(engines=(EngineSpec("random", "@alphalite --engine random --size 7 --seed {seed}"),
@@ -282,6 +295,8 @@ def test_demo_match_without_gnugo(tmp_path, monkeypatch, capsys):
     assert "GNU Go is not installed" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
 def test_stopped_run_resumes(tmp_path, fake, sig, code):
     """Ctrl-C (to the whole process group, as a terminal sends it) or kill -9

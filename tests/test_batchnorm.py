@@ -21,6 +21,7 @@ def _data(seed=0, shape=(6, 5, 5, 8)):
     return x, res, w, params, stats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("residual,relu", [(False, False), (False, True), (True, True)])
 @pytest.mark.parametrize("train", [True, False])
 def test_matches_flax_values_gradients_and_running_stats(residual, relu, train):

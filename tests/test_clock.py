@@ -7,6 +7,8 @@ import io
 import re
 import time
 
+import pytest
+
 from alphalite.gtp import engine as gtp
 
 
@@ -143,6 +145,8 @@ print(json.dumps({"numba": new, "jax": compiles}))
 """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_warm_up_leaves_nothing_for_the_first_moves(tmp_path):
     """After the warm-up, genmove loads no Numba kernel and compiles no JAX
     function (from a cold cache either can take seconds of the first move's

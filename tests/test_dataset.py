@@ -180,6 +180,7 @@ def test_interrupt_keeps_finished_shards(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ loader
 
 
+@pytest.mark.slow
 def test_batches_shapes_labels_and_legality(built):
     out, _ = built
     it = dataset.iterate_batches(out, batch_size=64, seed=3)

@@ -122,6 +122,8 @@ def play_random_game(size, seed, komi=7.5, max_moves=None):
     return s, stats
 
 
+@pytest.mark.gnugo
+@pytest.mark.subprocess
 def test_random_games_small_boards_agree_with_gnugo():
     # Small boards are where kos, superko cycles and suicide points are common.
     totals = {"captures": 0, "superko_points": 0}
@@ -137,6 +139,8 @@ def test_random_games_small_boards_agree_with_gnugo():
     assert totals["superko_points"] > 0  # the check really met superko bans
 
 
+@pytest.mark.gnugo
+@pytest.mark.subprocess
 @pytest.mark.parametrize("seed", range(4))
 def test_random_games_9x9_agree_with_gnugo(seed):
     for k in range(5):
@@ -146,6 +150,8 @@ def test_random_games_9x9_agree_with_gnugo(seed):
         assert stats["dead"] == 0
 
 
+@pytest.mark.gnugo
+@pytest.mark.subprocess
 @pytest.mark.parametrize("seed", range(3))
 def test_random_game_19x19_agrees_with_gnugo(seed):
     s, stats = play_random_game(19, 1234 + seed)
@@ -154,6 +160,8 @@ def test_random_game_19x19_agrees_with_gnugo(seed):
     assert stats["dead"] == 0
 
 
+@pytest.mark.gnugo
+@pytest.mark.subprocess
 def test_gnugo_superko_send_two_return_one():
     """GNU Go forbids the positional-superko recapture, as we do (see
     test_board.SEND_TWO: the position after B1 would repeat the one after D1)."""
@@ -176,6 +184,8 @@ def test_gnugo_superko_send_two_return_one():
         check_same(eng, s)
 
 
+@pytest.mark.gnugo
+@pytest.mark.subprocess
 def test_gnugo_scores_a_seki_like_us():
     """The seki of test_board.SEKI set up on both boards: the same area
     score, the two shared liberties counting for nobody."""

@@ -28,6 +28,7 @@ def games_dir(tmp_path_factory):
     return out, summary
 
 
+@pytest.mark.gnugo
 def test_random_opening_off_first_line_and_apart():
     rng = np.random.default_rng(0)
     for count in range(7):
@@ -41,6 +42,7 @@ def test_random_opening_off_first_line_and_apart():
                 assert abs(a[0] - b[0]) + abs(a[1] - b[1]) > 1
 
 
+@pytest.mark.gnugo
 def test_game_spec_is_a_function_of_seed_and_index():
     a = gnugo_games.game_spec(5, seed=1, levels=(1, 3))
     assert a == gnugo_games.game_spec(5, seed=1, levels=(1, 3))
@@ -50,6 +52,7 @@ def test_game_spec_is_a_function_of_seed_and_index():
     assert gnugo_games.game_spec(5, seed=2).gnugo_seed != a.gnugo_seed
 
 
+@pytest.mark.gnugo
 @needs_gnugo
 def test_writes_parseable_9x9_games_with_results(games_dir):
     out, summary = games_dir
@@ -75,6 +78,7 @@ def test_writes_parseable_9x9_games_with_results(games_dir):
         assert rec.result_kind == "resign" or [m for _, m in rec.moves[-2:]] == [81, 81]  # two passes end it
 
 
+@pytest.mark.gnugo
 @needs_gnugo
 def test_resume_keeps_finished_games_and_ignores_a_partial_temp_file(games_dir, tmp_path):
     out, _ = games_dir
@@ -101,6 +105,7 @@ def test_resume_keeps_finished_games_and_ignores_a_partial_temp_file(games_dir, 
     assert again["new_games"] == 0 and again["games"] == 5
 
 
+@pytest.mark.gnugo
 @needs_gnugo
 def test_other_options_in_the_same_folder_are_refused(games_dir):
     out, _ = games_dir
@@ -108,6 +113,7 @@ def test_other_options_in_the_same_folder_are_refused(games_dir):
         gnugo_games.generate(out, games=4, size=9, levels=(2,), komi=7.5, seed=3, progress=False)
 
 
+@pytest.mark.gnugo
 @needs_gnugo
 def test_games_differ_across_seeds(games_dir, tmp_path):
     out, _ = games_dir
@@ -120,6 +126,7 @@ def test_games_differ_across_seeds(games_dir, tmp_path):
     assert not {r.moves for r in other} & set(mine)
 
 
+@pytest.mark.gnugo
 @needs_gnugo
 def test_build_reads_the_folder(games_dir, tmp_path):
     out, summary = games_dir
@@ -135,6 +142,7 @@ def test_build_reads_the_folder(games_dir, tmp_path):
     assert len(games) == 4 and set(games["size"].tolist()) == {9}
 
 
+@pytest.mark.gnugo
 @needs_gnugo
 def test_cli_prints_one_json_line_and_rejects_bad_input(tmp_path, capsys):
     assert main(["data", "gnugo", "--games", "1", "--out", str(tmp_path / "g"), "--quiet"]) == 0
@@ -145,6 +153,7 @@ def test_cli_prints_one_json_line_and_rejects_bad_input(tmp_path, capsys):
     assert err.startswith("error: --level") and "\n" not in err
 
 
+@pytest.mark.gnugo
 @needs_gnugo
 def test_demo_games(tmp_path):
     out = gnugo_games.demo_games(tmp_path / "demo", games=2)

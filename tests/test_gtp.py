@@ -132,6 +132,7 @@ def read_tst(path: Path):
     return cases
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("path", TST, ids=[p.stem for p in TST])
 def test_transcript(engine, path, tmp_path):
     assert engine.ask("clear_board")[0]
@@ -148,6 +149,7 @@ def test_transcript(engine, path, tmp_path):
     engine.no_pending_output()
 
 
+@pytest.mark.subprocess
 def test_startup_answers_at_once(tmp_path):
     """name/protocol_version come back before any warm-up (well under the
     Numba and network start-up), ids echoed, one blank line each."""
@@ -250,6 +252,7 @@ def expect_response(line: bytes) -> tuple[bool, str, str]:
     return True, ident, name
 
 
+@pytest.mark.subprocess
 def test_fuzz_never_crashes_or_desynchronises(engine):
     rng = np.random.default_rng(2024)
     lines = fuzz_lines(rng, 2500)
@@ -279,6 +282,8 @@ def test_fuzz_never_crashes_or_desynchronises(engine):
 # ---------------------------------------------------------------- GNU Go
 
 
+@pytest.mark.gnugo
+@pytest.mark.subprocess
 @pytest.mark.skipif(GNUGO is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")
 def test_full_game_against_gnugo(tmp_path):
     size, komi = 9, 7.5
@@ -334,6 +339,8 @@ def test_full_game_against_gnugo(tmp_path):
 # ---------------------------------------------------------------- policy net
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_policy_engine_and_fallback(tmp_path):
     import jax
 
@@ -443,6 +450,8 @@ BAD_STARTS = ["value-as-policy", "policy-as-value", "policy-as-value-beside-auto
               "temperature", "resign-moves", "seed", "score-playouts", "size"]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("case", BAD_STARTS)
 def test_bad_start_stops_before_any_command(case, tmp_path):
     """A wrong net or flag: exit status 2 before answering ``name``, and one
@@ -478,6 +487,7 @@ gc.collect()
 """
 
 
+@pytest.mark.subprocess
 def test_stray_errors_of_a_failed_load_stay_held(tmp_path):
     """The leftovers of a failed Orbax restore (unraisable errors, asyncio's
     unretrieved futures) add nothing to the one refusal line, however late
@@ -492,6 +502,8 @@ def test_stray_errors_of_a_failed_load_stay_held(tmp_path):
     assert out.stderr.count("Traceback") == 1 and "stray error of a good start" in out.stderr, out.stderr[-2000:]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
     """``alphalite gtp`` with no flag, started in a folder of its own (as
     GUIs do) that holds a decoy ``policy9`` folder: the shipped 9x9 nets play
@@ -946,6 +958,7 @@ def test_kata_analyze_format_and_perspective():
                                                         "but not honoured: the search has no move bans"]
 
 
+@pytest.mark.subprocess
 def test_kata_analyze_streams(engine):
     """Over real pipes: kata-analyze streams info lines until the next line
     arrives; kata-genmove_analyze (colour optional, as KataGo) ends with the
@@ -979,6 +992,8 @@ JS = ROOT / "tests" / "js"
 NODE = shutil.which("node")
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_sabaki_gtp_drives_the_engine(tmp_path):
     """The engine as Sabaki runs it: @sabaki/gtp's Controller starts it in
     another working folder, sends commands, reads analysis lines through

@@ -34,6 +34,7 @@ def fake():
     eng.close()
 
 
+@pytest.mark.subprocess
 def test_answers_errors_and_close(fake):
     assert fake.send("name") == "fake"
     assert fake.send("multi") == "one\ntwo"
@@ -46,6 +47,7 @@ def test_answers_errors_and_close(fake):
     assert not fake.alive
 
 
+@pytest.mark.subprocess
 def test_dead_engine(fake):
     with pytest.raises(GtpEngineDied):
         fake.send("die")
@@ -53,16 +55,20 @@ def test_dead_engine(fake):
         fake.send("name")
 
 
+@pytest.mark.subprocess
 def test_timeout(fake):
     with pytest.raises(GtpTimeout):
         fake.send("sleep", timeout=0.3)
 
 
+@pytest.mark.subprocess
 def test_missing_program():
     with pytest.raises(FileNotFoundError):
         GtpClient(["/nonexistent/engine"])
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_multiline_answer_keeps_indentation(tmp_path):
     """showboard answers '=' then an indented board: the indentation stays."""
     script = tmp_path / "engine.py"

@@ -48,6 +48,7 @@ def test_local_transforms_are_the_eight_distinct_symmetries():
 POLICY_NAMES = ["thesis", "clark", "clark_tied", "b2c16"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [5, 9, 19])
 @pytest.mark.parametrize("name", POLICY_NAMES + ["b2c16_value"])
 def test_output_shapes(name, size):
@@ -205,6 +206,7 @@ def _logits(name, size, planes, x, seed=0):
     return lambda x: np.asarray(apply(variables, jnp.asarray(x)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [5, 9])
 def test_tied_clark_commutes_with_all_8_symmetries(size):
     planes = 3
@@ -219,6 +221,7 @@ def test_tied_clark_commutes_with_all_8_symmetries(size):
         )
 
 
+@pytest.mark.slow
 def test_untied_clark_does_not_commute():
     size, planes = 5, 3
     x = np.random.default_rng(0).random((2, size, size, planes), dtype=np.float32)
@@ -244,6 +247,7 @@ def test_tied_kernels_are_symmetric():
 # batch norm, dtype
 
 
+@pytest.mark.slow
 def test_batch_norm_train_and_eval_modes():
     size, planes = 5, 3
     model = nets.make_model("b2c16", size, planes)
@@ -268,6 +272,7 @@ def test_batch_norm_train_and_eval_modes():
         model.apply(variables, x, train=True)
 
 
+@pytest.mark.slow
 def test_thesis_batch_norm_and_leaky_relu_options():
     model = nets.make_model("thesis", 5, 3, batch_norm=True, activation="leaky_relu", filters=8)
     variables = nets.init_variables(model, jax.random.key(0))
@@ -326,6 +331,7 @@ def test_masked_cross_entropy_gradients_are_finite():
     np.testing.assert_allclose(none, jax.nn.log_softmax(logits), rtol=1e-5)
 
 
+@pytest.mark.subprocess
 def test_import_does_no_device_work():
     import subprocess
     import sys

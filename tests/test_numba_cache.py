@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # In a subpackage other than board's: stamping must reach kernels at any depth.
@@ -44,6 +46,7 @@ def _run(root: Path) -> tuple[int, int]:
     return int(value), int(hits)
 
 
+@pytest.mark.subprocess
 def test_kernels_are_rebuilt_when_board_changes(tmp_path):
     _package_copy(tmp_path)
     assert _run(tmp_path) == (40, 0)  # compiled
@@ -71,6 +74,7 @@ print(k.probe(50, 10))
 '''
 
 
+@pytest.mark.subprocess
 def test_kernels_built_from_old_code_are_not_stamped_new(tmp_path):
     """A process that imported board.py before it changed compiles later
     kernels from the old text: the next process must not load them."""

@@ -71,6 +71,7 @@ def test_reinforce_moves_probability_the_right_way(sign):
     assert (prob(after) - before) * sign > 0.002
 
 
+@pytest.mark.slow
 def test_one_iteration_writes_metrics_checkpoint_pool(tmp_path):
     _export_tiny(tmp_path / "sl")
     cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=1, games_per_iteration=4, eval_games=4,
@@ -165,6 +166,8 @@ def test_ctrl_c_stops_cleanly_with_the_iteration_saved(tmp_path):
     assert res["iteration"] == done and checkpoint.manager(run / "ckpt").latest_step() == done
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_kill9_then_resume_same_iteration_and_pool(tmp_path):
     _export_tiny(tmp_path / "sl")
     run = tmp_path / "run"

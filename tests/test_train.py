@@ -50,6 +50,7 @@ def _fit(model, planes, moves, steps, lr=3e-3, batch=64, seed=0):
     return float((logp.argmax(1) == moves).mean())
 
 
+@pytest.mark.slow
 def test_thesis_sanity_one_stone_5x5():
     """The thesis's experiment 1: a 5x5 board holding one stone; predict its point."""
     size = 5
@@ -87,6 +88,7 @@ def missing_corner_19x19():
     return np.stack(planes), np.array(moves, np.int32)
 
 
+@pytest.mark.slow
 def test_thesis_sanity_missing_corner_of_square_19x19():
     """The thesis's experiment 2: a 2x2 square of one colour with one stone
     missing; predict the missing point, or pass when the square is complete.
@@ -184,6 +186,8 @@ def _params(workdir):
     return out.state, out.meta
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):
     steps = 24
     ref = tmp_path / "ref"
@@ -223,6 +227,8 @@ def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_or_sigterm_saves_and_exits(sample_data, tmp_path, sig):
     run = tmp_path / "intr"
@@ -243,6 +249,7 @@ def test_ctrl_c_or_sigterm_saves_and_exits(sample_data, tmp_path, sig):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path):
     cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=8,
                          eval_every=4, eval_positions=64, checkpoint_every=4, log_every=2,
@@ -289,6 +296,7 @@ def _poison_batch(monkeypatch, bad: int):
     monkeypatch.setattr(dataset, "iterate_batches", poisoned)
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(sample_data, tmp_path, monkeypatch):
     cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=12, eval_every=1000,
                          eval_positions=64, checkpoint_every=3, log_every=1, optimizer="sgd", learning_rate=0.01)
@@ -309,6 +317,7 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(sample
     assert res["step"] == 12 and res["stopped"] == "finished" and np.isfinite(res["loss"])
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_absurd_learning_rate_is_one_line_exit_2_and_the_fixed_rerun_starts_afresh(sample_data, tmp_path,
                                                                                      capsys):
@@ -348,6 +357,7 @@ def test_sl_without_validation_games_is_refused_at_start_up(noval_data, tmp_path
     assert not run.exists()
 
 
+@pytest.mark.slow
 def test_a_start_refused_by_validation_writes_nothing_and_the_fixed_rerun_runs(sample_data, tmp_path, capsys):
     from alphalite import cli
 
@@ -377,6 +387,7 @@ def test_eval_policy_on_an_empty_split_is_an_error(noval_data, tmp_path, capsys)
                      "--max-games", "1"]) == 0
 
 
+@pytest.mark.subprocess
 def test_eval_policy_missing_checkpoint_is_one_line_error(tmp_path):
     p = subprocess.run([sys.executable, "-m", "alphalite.cli", "eval-policy", "--checkpoint",
                         str(tmp_path / "nope"), str(SAMPLE)], cwd=ROOT, capture_output=True, text=True)

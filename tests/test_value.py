@@ -85,6 +85,7 @@ def _bias_policy(path, size, prefer_low: bool):
     return str(path)
 
 
+@pytest.mark.slow
 def test_value_data_follows_the_protocol_and_resumes(tmp_path):
     from selfplay import valuedata
     from selfplay.games import candidates
@@ -163,6 +164,7 @@ def _value_cfg(data, steps, **kw):
                                     log_every=2, per_game=4), **kw})
 
 
+@pytest.mark.slow
 def test_value_training_resumes_to_the_same_state(sample_data, tmp_path):
     ref = train.train_and_evaluate(_value_cfg(sample_data, 6), tmp_path / "ref", progress=False)
     assert ref["step"] == 6 and "val_mse" in ref and 0.0 <= ref["val_accuracy"] <= 1.0
@@ -195,6 +197,7 @@ def _latest_state(workdir):
             "batch_stats": out.state["batch_stats"]}
 
 
+@pytest.mark.slow
 def test_eval_value_prints_the_four_move_buckets(sample_data, tmp_path, capsys):
     from alphalite import cli
 
@@ -244,6 +247,7 @@ def _wall_game(winner_first: bool, result: str, extra: str = "") -> str:
     return f"(;GM[1]FF[4]SZ[9]KM[0.5]RE[{result}];" + ";".join(moves) + extra + ")"
 
 
+@pytest.mark.gnugo
 @pytest.mark.skipif(find_gnugo() is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")
 def test_gnugo_reference_scores_the_snapshot_positions(tmp_path):
     src = tmp_path / "sgf"

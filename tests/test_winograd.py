@@ -37,6 +37,7 @@ def test_matrices_satisfy_the_winograd_identity():
     assert [winograd.tile_size(s, s) for s in (1, 5, 9, 13, 19)] == [2, 3, 3, 4, 4]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("h,w,m", [(1, 1, 2), (2, 3, 3), (7, 9, 4), (9, 9, 3), (9, 9, 5), (13, 13, 4),
                                    (19, 19, 4), (19, 19, 2)])
 def test_values_match_xla(h, w, m):
@@ -47,6 +48,7 @@ def test_values_match_xla(h, w, m):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(jnp.abs(want).max()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size,m,c,k", [(5, 3, 4, 7), (9, 3, 4, 7), (19, 4, 4, 7), (7, 2, 4, 7),
                                          (9, 3, 13, 32)])
 def test_gradients_match_xla(size, m, c, k):
@@ -86,6 +88,7 @@ def test_native_weight_gradient_matches_einsum(a, n, c, k):
 AVX2 = "x86-64-v3"  # AVX2 + FMA: AMD Zen 1-3, Intel Haswell on; no AVX-512
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64-v3 is an x86 target")
 @pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler")
 @pytest.mark.parametrize("a,n,c,k", [(36, 1600, 64, 64), (3, 1, 13, 96), (1, 257, 1, 32)])
@@ -118,6 +121,7 @@ def test_native_kernel_falls_back_where_it_cannot_run():
     assert native.TARGET not in f.lower(vb, db).as_text()
 
 
+@pytest.mark.subprocess
 def test_native_kernel_without_a_compiler_warns_once_and_falls_back(tmp_path):
     probe = ("import numpy as np, jax\n"
              "from alphalite.nn import native\n"
@@ -133,6 +137,7 @@ def test_native_kernel_without_a_compiler_warns_once_and_falls_back(tmp_path):
     assert len(warnings) == 1 and "native CPU kernel unavailable" in warnings[0], out.stderr
 
 
+@pytest.mark.slow
 def test_transposes_are_adjoints():
     """<T x, y> == <x, T^T y> for the output and filter transforms."""
     rng = np.random.default_rng(2)
@@ -150,6 +155,7 @@ def test_transposes_are_adjoints():
             float(jnp.vdot(g, winograd.filter_transform_t(du, t))), rel=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["b2c16", "b2c16_value"])
 def test_resnet_conv_impls_share_parameters_and_outputs(name):
     """conv=xla and conv=winograd build the same parameter tree (so any

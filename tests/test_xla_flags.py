@@ -24,6 +24,7 @@ def _run(xla_flags):
     return out.stdout.strip().split("|")
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not metadata.version("jaxlib").startswith("0.10."), reason="flag set for jaxlib 0.10 only")
 def test_ynn_flag_added_once_and_user_setting_kept():
     disabled, flags, total = _run(None)
@@ -62,6 +63,7 @@ def _malloc_run(**env_extra):
     return tuned == "True", int(mapped), int(kept)
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt tuning is for glibc")
 def test_malloc_keeps_large_buffers_unless_told_not_to():
     """With the tuning a 100 MB buffer comes from the heap and stays there
@@ -92,6 +94,7 @@ print(before_jax, len(forks) - before_jax)
 """
 
 
+@pytest.mark.subprocess
 def test_process_pool_forks_only_before_jax_is_loaded():
     """Forking a process whose JAX threads may hold locks can deadlock the
     child: with JAX loaded the pool's workers come from a fork server."""
@@ -113,6 +116,7 @@ print(os.environ.get("XLA_FLAGS", "unset"), numba_cache._PackageLocator in impl.
 """
 
 
+@pytest.mark.subprocess
 def test_importing_changes_nothing_in_the_process():
     """Importing our modules sets no XLA flag and installs no Numba locator:
     only runtime.setup(), called by the entry points, does (the malloc
