@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from alphalite.runtime import files
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "data" / "tygem-sample.tar.gz"
 
@@ -230,9 +232,7 @@ def write_report(out: Path, parts: dict) -> Path:
         if rep.get("plot"):
             lines.append(link(rep["plot"]))
     path = out / "report.md"
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    files.write_atomic(path, lambda f: f.write(("\n".join(lines) + "\n").encode()))
     return path
 
 

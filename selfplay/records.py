@@ -14,31 +14,14 @@ with a dot and skip files that do not load, so nothing half-written is read.
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
+from alphalite.runtime import files
 from selfplay.games import Game
-
-
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def game_to_sgf(game: Game) -> bytes:
@@ -55,9 +38,9 @@ def write_game(folder: str | os.PathLike, name: str, game: Game, *, sgf: bool = 
     folder = Path(folder)
     if sgf:
         data = game_to_sgf(game)
-        _atomic_write(folder / f"{name}.sgf", lambda f: f.write(data))
+        files.write_atomic(folder / f"{name}.sgf", lambda f: f.write(data))
     path = folder / f"{name}.npz"
-    _atomic_write(path, lambda f: np.savez(
+    files.write_atomic(path, lambda f: np.savez(
         f, moves=np.asarray(game.moves, np.int16), colours=np.asarray(game.colours, np.int8),
         score=np.float64(game.score), winner=np.int8(game.winner), komi=np.float64(game.komi),
         size=np.int16(game.size), black=np.str_(game.black), white=np.str_(game.white),

@@ -187,12 +187,7 @@ def make_optimizer(cfg: RLConfig):
 
 
 def _load_init(path: str):
-    info, variables = ckpt.load_variables(path)
-    if info.get("kind", "policy") != "policy":
-        raise ValueError(f"{path} is a {info.get('kind')} net, RL needs a policy")
-    for k in ("model", "board_size"):
-        if k not in info:
-            raise ValueError(f"{path}: model.json lacks {k!r}")
+    info, _, variables = ckpt.load_model(path, "policy")  # CheckpointError unless a policy that fits its model
     info = {"model": info["model"], "board_size": int(info["board_size"]),
             "preset": info.get("preset", "default"), "kind": "policy"}
     return info, variables
@@ -216,14 +211,7 @@ def _trim_metrics(path: Path, iteration: int) -> None:
     recs = files.read_jsonl(path)
     keep = [r for r in recs if r.get("step", 0) <= iteration]
     if len(keep) != len(recs):
-        import os
-        import tempfile
-
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            for r in keep:
-                f.write(json.dumps(r, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        files.write_jsonl(path, keep)
 
 
 def plot_run(workdir: Path) -> None:

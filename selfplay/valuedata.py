@@ -178,13 +178,9 @@ def write_shard(out: Path, batch_no: int, games: list[dict], size: int, komi: fl
     for split, gs in by_split.items():
         if not gs:
             continue
-        arr = dataset.pack_games(gs)
-        arr["random_move"] = np.array([g["random_move"] for g in gs], np.int32)
-        arr["value_move"] = arr["random_move"] + 1
-        name = f"{split}-{batch_no:05d}.npz"
-        files.write_atomic(out / name, lambda f, arr=arr: np.savez(f, **arr))
-        index["shards"].append({"file": name, "split": split, "games": len(gs),
-                                "moves": int(arr["num_moves"].sum()), "sizes": {str(size): len(gs)}})
+        random_move = np.array([g["random_move"] for g in gs], np.int32)
+        index["shards"].append(dataset.write_shard(out, f"{split}-{batch_no:05d}.npz", split, gs,
+                                                   {"random_move": random_move, "value_move": random_move + 1}))
     index["batches_done"] = batch_no + 1
     index["summary"]["games"] = sum(s["games"] for s in index["shards"])
     files.write_json_atomic(out / "index.json", index)

@@ -449,11 +449,8 @@ def _save_sgf(job: GameJob, rec: dict, moves) -> str:
         if k in rec:
             lines.append(f"{k}: {rec[k]}")
     root.set("GC", "\n".join(lines))
-    path = Path(job.out) / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(game.serialise())
-    os.replace(tmp, path)
+    data = game.serialise()
+    files.write_atomic(Path(job.out) / rel, lambda f: f.write(data))
     return rel
 
 

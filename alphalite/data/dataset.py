@@ -305,6 +305,17 @@ def pack_games(games: list[dict]) -> dict[str, np.ndarray]:
     return arr
 
 
+def write_shard(out: Path, name: str, split: str, games: list[dict], extra: dict | None = None) -> dict:
+    """Pack ``games`` (plus ``extra`` per-game arrays) into the shard
+    ``out/name``, atomically; returns its index entry."""
+    arr = pack_games(games)
+    arr.update(extra or {})
+    files.write_atomic(out / name, lambda f: np.savez(f, **arr))
+    sizes = Counter(int(s) for s in arr["size"])
+    return {"file": name, "split": split, "games": len(games), "moves": int(arr["num_moves"].sum()),
+            "sizes": {str(k): v for k, v in sorted(sizes.items())}}
+
+
 class _ShardWriter:
     def __init__(self, out: Path, shard_games: int):
         self.out = out
@@ -322,13 +333,7 @@ class _ShardWriter:
         games = self.pending[split]
         if not games:
             return
-        name = f"{split}-{self.count[split]:05d}.npz"
-        arr = pack_games(games)
-        files.write_atomic(self.out / name, lambda f: np.savez(f, **arr))
-        sizes = Counter(int(s) for s in arr["size"])
-        self.shards.append({"file": name, "split": split, "games": len(games),
-                            "moves": int(arr["num_moves"].sum()),
-                            "sizes": {str(k): v for k, v in sorted(sizes.items())}})
+        self.shards.append(write_shard(self.out, f"{split}-{self.count[split]:05d}.npz", split, games))
         self.count[split] += 1
         self.pending[split] = []
 

@@ -40,6 +40,12 @@ def append_jsonl(path: str | os.PathLike, obj: Any) -> None:
         f.flush()
 
 
+def write_jsonl(path: str | os.PathLike, records) -> None:
+    """Replace a JSON-lines file with ``records``, atomically (a run
+    dropping what a killed process logged past its last checkpoint)."""
+    write_atomic(path, lambda f: f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode()))
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     """The records of a JSON-lines file (none if it is missing), skipping a torn line."""
     out = []

@@ -7,10 +7,10 @@ All functions take host numpy arrays. ``logp`` is masked log-probability
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
+
+from alphalite.runtime import files
 
 TOPK_MAX = 20
 BUCKET = 25  # move-number bucket width for the accuracy-by-move-number table
@@ -132,12 +132,7 @@ class WinnerStats:
 
 
 def _savefig_atomic(fig, path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=100, bbox_inches="tight")
-    os.replace(tmp, path)
+    files.write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=100, bbox_inches="tight"))
 
 
 def _plt():

@@ -350,16 +350,10 @@ def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int =
     import tempfile
 
     from alphalite.data import dataset
-
     from alphalite.train import metrics
 
-    from alphalite.nn import nets
-
-    info, variables = ckpt.load_variables(checkpoint)
-    size, preset = int(info["board_size"]), info["preset"]
-    from alphalite.nn import features
-
-    model = nets.make_model(info["model"], size, features.num_planes(preset))
+    info, model, variables = ckpt.load_model(checkpoint, "policy")
+    size, preset = int(info["board_size"]), info.get("preset", "default")
     predict = make_predict(model, masked=True)
     with tempfile.TemporaryDirectory(prefix="alphalite-eval-") as tmp:
         data_dir, use_split = dataset.resolve_eval_source(sources, tmp, split=split, board_size=size,
