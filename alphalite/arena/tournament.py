@@ -218,13 +218,6 @@ def _cpu_seconds(client: GtpClient) -> float | None:
         return None
 
 
-def result_string(score: float) -> str:
-    """Black minus white (with komi) -> ``B+3.5`` / ``W+0.5`` / ``0``."""
-    if score == 0:
-        return "0"
-    return f"{'B' if score > 0 else 'W'}+{abs(score):g}"
-
-
 def _dead_stones(job: GameJob, moves, size: int, log_path: Path) -> tuple[list[int] | None, str]:
     """Referee's dead stones (flat points) after the moves, or (None, why)."""
     from alphalite.go import coords
@@ -396,7 +389,7 @@ def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> di
         body["dead"] = len(dead or [])
         score = float(board.area_score(final))
         winner = 1 if score > 0 else -1 if score < 0 else 0
-        result = result_string(score)
+        result = sgf.result_string(score)
         body["score"] = score
         own, disagree = {}, []
         for cc in (BLACK, WHITE):

@@ -28,7 +28,7 @@ Conventions, where files disagree:
   handicap. ``HA[n]`` (n >= 2) without AB: the GTP ``fixed_handicap``
   stones are placed. ``HA`` of 0 or 1 places nothing.
 * **Passes.** ``B[]`` always, ``B[tt]`` on boards up to 19x19 (sgfmill).
-* **Results** (``parse_result``): ``B+R``/``B+Resign``, ``W+T``/``Time``,
+* **Results** (``parse_result``; ``result_string`` writes a score): ``B+R``/``B+Resign``, ``W+T``/``Time``,
   ``B+F``/``Forfeit``, ``W+3.5``, ``B+`` (winner, no margin), ``0``/
   ``Draw``/``Jigo`` (draw), ``Void``, ``?`` and anything else (unknown).
 * **Variations**: the main line (first child of every node) only. Setup
@@ -112,6 +112,14 @@ def parse_result(text: str) -> tuple[int, float | None, str]:
     if not math.isfinite(margin):
         return winner, None, "win"
     return winner, margin, "score"
+
+
+def result_string(score: float) -> str:
+    """Black minus white (komi in) -> the RE / ``final_score`` text: ``B+3.5``,
+    ``W+0.5`` or ``0``; ``parse_result`` reads it back."""
+    if score == 0:
+        return "0"
+    return f"{'B' if score > 0 else 'W'}+{abs(score):g}"
 
 
 def parse_komi(text: str) -> float:
