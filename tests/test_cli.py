@@ -11,7 +11,7 @@ import pytest
 
 from alphalite import cli
 
-from alphalite.gtp import engine as gtp
+from alphalite.gtp import session as gtp
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from alphalite.gtp import engine as gtp
+from alphalite.gtp import protocol
 
 
 def _engine(logs, **kw):
@@ -57,7 +58,7 @@ def test_move_time_counts_from_the_commands_arrival():
     eng = _engine(logs)
     eng.handle("time_settings 0 1 1")  # 0.75 s a move
     t0 = time.perf_counter()
-    out = eng.execute(gtp.parse("genmove b"), arrived=t0 - 0.5)
+    out = eng.execute(protocol.parse("genmove b"), arrived=t0 - 0.5)
     took = time.perf_counter() - t0
     assert out.startswith("= ")
     (_, logged, budget), = _moves(logs)
@@ -86,7 +87,7 @@ def test_commands_wait_for_the_warm_up_and_the_wait_is_charged():
 
     t0 = time.perf_counter()
     stdin = io.BytesIO(b"1 name\n2 time_settings 60 0 0\n3 genmove b\n4 quit\n")
-    assert gtp.serve(eng, stdin=stdin, stdout=Out()) == 0
+    assert protocol.serve(eng, stdin=stdin, stdout=Out()) == 0
     answers = {re.match(rb"=([0-9]+)", b).group(1): t - t0 for t, b in stamps}
     assert answers[b"1"] < 0.5  # name did not wait for the warm-up
     assert answers[b"2"] >= 1.0  # time_settings did
@@ -94,7 +95,7 @@ def test_commands_wait_for_the_warm_up_and_the_wait_is_charged():
     # absolute 60 s: about 2.4 s for the first move, 1 s of it spent waiting
     assert 2.0 < budget < 3.0 and 1.0 <= logged < budget + 0.15, logs
     assert answers[b"3"] < budget + 0.3, answers
-    assert eng._clocks[gtp.BLACK].main <= 60.0 - logged + 0.01
+    assert eng._clocks[protocol.BLACK].main <= 60.0 - logged + 0.01
 
 
 def test_max_time_bounds_a_move_with_or_without_a_clock():

@@ -25,6 +25,8 @@ import numpy as np
 import pytest
 
 from alphalite.gtp import engine as gtp
+from alphalite.gtp import protocol
+from alphalite.gtp.commands_analyze import STREAMING
 from alphalite.engine import timecontrol as tc
 from alphalite.go.gtpclient import GtpClient, find_gnugo
 
@@ -265,7 +267,7 @@ def test_fuzz_never_crashes_or_desynchronises(engine):
         ending = [b"\n", b"\r\n", b"\n"][i % 3]
         engine.send_raw(line + ending)
         sent += 1
-        if name in gtp.STREAMING:
+        if name in STREAMING:
             engine.send_raw(b"\n")  # a GUI stops the analysis with a new line
         if need:
             engine.response(ident, timeout=60)
@@ -590,7 +592,7 @@ def test_handle_framing_pure():
     assert eng.handle("showboard") == before  # a failed play changes nothing
     out = eng.handle("11 showboard")
     assert out.startswith("=11\n") and out.endswith("\n\n") and "\n\n" not in out[:-2]
-    assert gtp.frame("3", True, "a\n\n\nb\r\n") == "=3 a\nb\n\n"
+    assert protocol.frame("3", True, "a\n\n\nb\r\n") == "=3 a\nb\n\n"
     out = eng.handle("12 lz-analyze w 10")
     assert re.fullmatch(r"=12 (info move [A-HJ][1-9] visits [0-9]+ winrate [0-9]+ prior [0-9]+ lcb [0-9]+ "
                         r"order [0-9]+ pv( [A-HJ][1-9]| pass)+ ?)+\n\n", out), out
@@ -648,7 +650,7 @@ def test_overtime_allocation_stays_inside_the_period():
 
 
 def test_resign_policy_with_fake_values():
-    from alphalite.engine.players import ResignPolicy
+    from alphalite.engine.decisions import ResignPolicy
 
     points = 81
     rp = ResignPolicy(threshold=0.1, consecutive=3)

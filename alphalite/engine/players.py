@@ -26,9 +26,6 @@ Judgement (no GNU Go needed):
   one-point eyes out, so no player fills its own territory (while the
   opponent has no stone on the board, only one-point eyes: nothing is
   territory yet).
-* ``ResignPolicy``: resign after the winrate stays below a threshold for
-  several consecutive moves, never in the opening, stricter for White in
-  handicap games.
 """
 
 from __future__ import annotations
@@ -117,13 +114,6 @@ def final_score(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> 
     dead = dead_stones(state, num_playouts, seed)
     s = board.setup(state, empty=[int(p) for p in dead]) if dead.size else state
     return board.area_score(s), dead
-
-
-def result_string(score: float) -> str:
-    """``B+3.5``, ``W+0.5`` or ``0``."""
-    if score == 0:
-        return "0"
-    return f"{'B' if score > 0 else 'W'}+{abs(score):g}"
 
 
 def resume(state: board.GoState) -> board.GoState:
@@ -473,47 +463,6 @@ class MctsPlayer:
                         analysis=tree.root_analysis(), note=note)
 
 
-# ---------------------------------------------------------------- resigning
-
-
-@dataclasses.dataclass
-class ResignPolicy:
-    """Resign when the winrate stays below ``threshold`` for ``consecutive``
-    own moves in a row. Never before ``opening_fraction`` of the board's
-    points have been played. As White in a handicap game (an early deficit
-    is expected there) the threshold is multiplied by ``handicap_factor``
-    and ``handicap_extra`` more moves are needed."""
-
-    threshold: float = 0.1
-    consecutive: int = 3
-    enabled: bool = True
-    opening_fraction: float = 0.2
-    handicap_factor: float = 0.5
-    handicap_extra: int = 3
-    streak: int = 0
-
-    def limits(self, color: int, handicap: int) -> tuple[float, int]:
-        if color == WHITE and handicap > 0:
-            return self.threshold * self.handicap_factor, self.consecutive + self.handicap_extra
-        return self.threshold, self.consecutive
-
-    def observe(self, winrate: float | None, *, move_number: int, board_points: int, color: int,
-                handicap: int = 0) -> bool:
-        """Feed the winrate of one of our moves; True means resign now."""
-        if not self.enabled or winrate is None:
-            self.streak = 0
-            return False
-        threshold, need = self.limits(color, handicap)
-        self.streak = self.streak + 1 if winrate < threshold else 0
-        if move_number < self.opening_fraction * board_points:
-            return False
-        return self.streak >= need
-
-    def reset(self):
-        self.streak = 0
-
-
-__all__ = ["Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer", "ResignPolicy",
+__all__ = ["Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer",
            "candidate_moves", "dead_stones", "final_score", "load_net", "owners", "ownership_counts",
-           "playout_outcomes",
-           "result_string", "resume", "search"]
+           "playout_outcomes", "resume", "search"]

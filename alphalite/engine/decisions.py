@@ -1,0 +1,155 @@
+"""When to pass, resign and clean up: the rules a move goes through around
+the search, apart from any protocol, clock or net.
+
+``choose(state, color, candidates, search, judge, rng)`` is one move's
+decision: kgs-genmove_cleanup's capture of dead stones first, a pass that
+wins after the opponent's pass, a pass when nothing is left to play
+outside own territory and eyes, else ``search()`` (a player's ``genmove``);
+its pass is replaced by a move when cleaning up, or when it would end the
+game lost once the dead stones are off. ``ResignPolicy`` decides resigning
+from the winrates of the moves chosen. ``Judge`` scores positions (dead
+stones by random playouts, ``players.final_score``), cached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from alphalite.engine import players
+from alphalite.engine.players import Decision
+from alphalite.go import board
+from alphalite.go.board import WHITE
+
+
+class Judge:
+    """``judge(state) -> (score, dead points)``: ``players.final_score``
+    with ``playouts`` playouts seeded by the position (the same position,
+    the same verdict), the last ``capacity`` positions cached."""
+
+    def __init__(self, playouts: int, seed: int = 0, capacity: int = 64):
+        self.playouts = playouts
+        self.seed = seed
+        self.capacity = capacity
+        self._cache: dict = {}
+
+    def __call__(self, state: board.GoState) -> tuple[float, np.ndarray]:
+        key = (state.hash, state.komi, state.move_number, state.to_play)
+        if key not in self._cache:
+            if len(self._cache) >= self.capacity:
+                self._cache.clear()
+            seed = (state.hash ^ self.seed) & 0x7FFFFFFFFFFFFFFF
+            self._cache[key] = players.final_score(state, self.playouts, seed)
+        return self._cache[key]
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+def pass_wins(state: board.GoState, color: int, judge: Judge) -> bool:
+    """After the opponent's pass: do we win both by the Tromp-Taylor count
+    as the board stands and with the dead stones taken off?"""
+    score, _ = judge(state)
+    return board.area_score(state) * color > 0 and score * color > 0
+
+
+def cleanup_move(state: board.GoState, color: int, judge: Judge) -> Decision | None:
+    """kgs-genmove_cleanup: while the opponent has dead stones, fill a
+    liberty of the dead group with the fewest liberties (None: none left,
+    or none can be filled)."""
+    _, dead = judge(state)
+    s = board.stones(state).ravel()
+    dead = [int(p) for p in dead if s[p] == -color]
+    if not dead:
+        return None
+    n = state.size
+    libs = board.liberties(state).ravel()
+    legal = board.legal_moves(state)
+    for p in sorted(dead, key=lambda q: libs[q]):
+        r, c = divmod(p, n)
+        for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+            q = rr * n + cc
+            if 0 <= rr < n and 0 <= cc < n and s[q] == 0 and legal[q]:
+                return Decision(int(q), note=f"cleanup: {len(dead)} dead stones left")
+    return None
+
+
+def play_on(candidates: np.ndarray, decision: Decision, prior: Callable[[], np.ndarray]) -> Decision:
+    """Instead of a game-ending pass: the searched candidate with most
+    visits, else the candidate ``prior()`` likes best."""
+    rows = [r for r in (decision.analysis or []) if r["move"] < len(candidates) - 1 and candidates[r["move"]]]
+    if rows:
+        move = max(rows, key=lambda r: r["visits"])["move"]
+    else:
+        p = np.asarray(prior(), np.float64)
+        move = int(np.argmax(np.where(candidates, p + 1e-9, -1.0)))
+    return dataclasses.replace(decision, move=int(move), note="passing would end the game lost: playing on")
+
+
+def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Callable[[], Decision],
+           judge: Judge, rng: np.random.Generator, *, cleanup: bool = False,
+           prior: Callable[[], np.ndarray] | None = None) -> Decision:
+    """One move for ``color`` (to play in ``state``). ``candidates``:
+    ``players.candidate_moves(state)``; ``search()``: the player's choice,
+    called only when no rule decides first; ``prior()``: the player's prior
+    over moves, asked only when a pass must be replaced and the search gave
+    no visited candidate (uniform over the candidates without one)."""
+    n2 = state.size * state.size
+    decision = cleanup_move(state, color, judge) if cleanup else None
+    if decision is None and players.last_was_pass(state) and pass_wins(state, color, judge):
+        decision = Decision(n2, note="the opponent passed and passing wins")
+    if decision is None and not candidates[:-1].any():
+        decision = Decision(n2, note="no move left outside own territory and eyes")
+    if decision is not None:
+        return decision
+    decision = search()
+    if decision.move != n2 or not candidates[:-1].any():
+        return decision
+    if cleanup:
+        return Decision(int(rng.choice(np.flatnonzero(candidates[:-1]))), note="cleanup")
+    if players.last_was_pass(state) and judge(state)[0] * color <= 0:
+        # Our pass would end the game, and with the dead stones off (as
+        # servers and referees score) we lose: play on. The search scores
+        # two passes by Tromp-Taylor as the board stands, so a dead stone
+        # in our area can make it pass here.
+        return play_on(candidates, decision, prior or (lambda: candidates.astype(np.float64)))
+    return decision
+
+
+@dataclasses.dataclass
+class ResignPolicy:
+    """Resign when the winrate stays below ``threshold`` for ``consecutive``
+    own moves in a row. Never before ``opening_fraction`` of the board's
+    points have been played. As White in a handicap game (an early deficit
+    is expected there) the threshold is multiplied by ``handicap_factor``
+    and ``handicap_extra`` more moves are needed."""
+
+    threshold: float = 0.1
+    consecutive: int = 3
+    enabled: bool = True
+    opening_fraction: float = 0.2
+    handicap_factor: float = 0.5
+    handicap_extra: int = 3
+    streak: int = 0
+
+    def limits(self, color: int, handicap: int) -> tuple[float, int]:
+        if color == WHITE and handicap > 0:
+            return self.threshold * self.handicap_factor, self.consecutive + self.handicap_extra
+        return self.threshold, self.consecutive
+
+    def observe(self, winrate: float | None, *, move_number: int, board_points: int, color: int,
+                handicap: int = 0) -> bool:
+        """Feed the winrate of one of our moves; True means resign now."""
+        if not self.enabled or winrate is None:
+            self.streak = 0
+            return False
+        threshold, need = self.limits(color, handicap)
+        self.streak = self.streak + 1 if winrate < threshold else 0
+        if move_number < self.opening_fraction * board_points:
+            return False
+        return self.streak >= need
+
+    def reset(self):
+        self.streak = 0

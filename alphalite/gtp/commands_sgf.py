@@ -1,0 +1,49 @@
+"""SGF commands: ``loadsgf`` into the game record, ``printsgf`` from it."""
+
+from __future__ import annotations
+
+import os
+
+from alphalite.gtp.protocol import GtpFailure, parse_int
+from alphalite.gtp.session import NAME
+
+
+class SgfCommands:
+    """Mixin over a ``Session``."""
+
+    def cmd_loadsgf(self, filename, move_number=None):
+        from alphalite.go import sgf
+
+        limit = None if move_number is None else parse_int(move_number, lo=1) - 1
+        try:
+            if not os.path.isfile(filename):  # not a FIFO or device that could block or never end
+                raise OSError("not a regular file")
+            with open(filename, "rb") as f:
+                data = f.read(16 << 20)
+            stopped = self.game.load(sgf.read_sgf(data), limit)
+        except (OSError, ValueError) as e:
+            self.log(f"{NAME}: cannot load {filename!r}: {e}")
+            raise GtpFailure("cannot load file") from None
+        if stopped:
+            self.log(f"{NAME}: {filename}: {stopped}")
+        self._start_warmup()
+        return ""
+
+    def cmd_printsgf(self, filename=None):
+        from alphalite.go import sgf
+
+        result = ""
+        if self.state.is_over:
+            result = sgf.result_string(self.judge(self.state)[0])
+        data = sgf.write_sgf(self.game.record(result))
+        if filename is None:
+            return data.decode("utf-8", "replace").strip()
+        try:
+            tmp = f"{filename}.tmp{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, filename)
+        except OSError as e:
+            self.log(f"{NAME}: cannot write {filename!r}: {e}")
+            raise GtpFailure("cannot save file") from None
+        return ""

@@ -1,0 +1,311 @@
+"""What a GTP session holds beside the protocol: its config, the game
+record (``alphalite.engine.game``), the judge and the resign policy
+(``alphalite.engine.decisions``), the nets of each board size and the
+player built on them, the warm-up, the random generator, vertices.
+
+Nets (``--checkpoint``, ``--value-checkpoint``): ``auto`` plays the shipped
+nets of the board size in play (``checkpoint.DEFAULT_NETS``), loaded and
+warmed up when a size is first played (``boardsize`` starts it); nets named
+on the command line are loaded and checked before the first command is
+read, and a wrong one stops the engine. A net only plays the board size it
+was trained on; on a size with no net the engine plays rollout MCTS with a
+knowledge-free line prior (``players.line_prior``) and says so once.
+
+Only the standard library is imported at module level, so ``name`` and
+``protocol_version`` are answered before Numba or JAX are loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import threading
+import time
+from importlib import metadata
+
+from alphalite.gtp.protocol import GtpFailure
+
+NAME = "alphalite"
+VERSION = metadata.version("alphalite")  # pyproject.toml's, as installed
+AUTO = "auto"  # --checkpoint / --value-checkpoint: the shipped nets of each board size
+
+_VERTEX = re.compile(r"[A-Za-z][0-9]{1,2}\Z")
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    engine: str = "random"  # random | policy | mcts
+    checkpoint: str | None = None  # policy net: shipped net's name, model or run folder; AUTO: shipped; None: none
+    # value net, the same forms (AUTO: the shipped one when the policy net is AUTO, else none); mcts mixes
+    # it with rollouts by lam, policy resigns by it
+    value_checkpoint: str | None = None
+    lam: float = 0.5  # leaf value = lam * value net + (1 - lam) * rollout (with a value net)
+    visits: int | None = None  # mcts visits per move, a cap; None: players.DEFAULT_VISITS without a clock, none with one
+    max_time: float | None = None  # seconds a move may take at most, with or without a clock (KataGo's maxTime)
+    lag_buffer: float = 0.2  # seconds kept back per move under a clock for pipes and scheduling (KataGo's lagBuffer)
+    batch: int = 8  # leaves per network call
+    temperature: float = 0.0  # policy engine: 0 = argmax, > 0 samples p ** (1 / T)
+    resign_threshold: float = 0.1  # winrate below which a move counts towards resigning
+    resign_moves: int = 3  # consecutive such moves before resigning
+    resign: bool = True
+    komi: float = 7.5
+    size: int = 19
+    seed: int = 0
+    score_playouts: int = 128  # random playouts for dead stones (final_score, cleanup, passing)
+    superko: bool = True
+
+    def __post_init__(self):
+        """ValueError naming the flag for a value no game can be played with."""
+        def finite(x):
+            return isinstance(x, (int, float)) and math.isfinite(x)
+
+        for ok, flag, want, got in (
+                (self.engine in ("random", "policy", "mcts"), "engine", "random, policy or mcts", self.engine),
+                (isinstance(self.size, int) and 2 <= self.size <= 25, "size", "in 2..25", self.size),
+                (finite(self.komi), "komi", "a finite number", self.komi),
+                (finite(self.lam) and 0 <= self.lam <= 1, "lambda", "in [0, 1]", self.lam),
+                (self.visits is None or self.visits >= 1, "visits", ">= 1", self.visits),
+                (self.max_time is None or finite(self.max_time) and self.max_time > 0, "max-time", "> 0",
+                 self.max_time),
+                (finite(self.lag_buffer) and self.lag_buffer >= 0, "lag-buffer", ">= 0", self.lag_buffer),
+                (self.batch >= 1, "batch", ">= 1", self.batch),
+                (finite(self.temperature) and self.temperature >= 0, "temperature", ">= 0", self.temperature),
+                (finite(self.resign_threshold) and 0 <= self.resign_threshold <= 1, "resign-threshold",
+                 "in [0, 1]", self.resign_threshold),
+                (self.resign_moves >= 1, "resign-moves", ">= 1", self.resign_moves),
+                (self.seed >= 0, "seed", ">= 0", self.seed),
+                (self.score_playouts >= 0, "score-playouts", ">= 0", self.score_playouts)):
+            if not ok:
+                raise ValueError(f"--{flag} must be {want}, got {got!r}")
+
+
+class Session:
+    """The state the command groups share. Call ``init_session`` from
+    ``__init__`` (after ``protocol.Dispatcher.init_dispatch``)."""
+
+    def init_session(self, config: EngineConfig, warmup: bool) -> None:
+        self.config = config
+        self._said: set = set()
+        self._players: dict = {}  # board size (or ("analysis", size)) -> player
+        self._nets: dict[int, tuple[str, str | None]] = {}  # board size -> (policy, value net or None)
+        self._loaded: dict[int, object] = {}  # board size -> PolicyNet, or the CheckpointError loading it
+        self._ready = threading.Event()
+        self._warm = warmup
+        self._rng = None
+        self._game = None
+        self._game_lock = threading.Lock()  # the warm-up thread may ask for the game first
+        self._judge = None
+        self._resign = None
+        if config.engine != "random":
+            self._plan_nets()
+        if warmup:
+            threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
+        else:
+            self._ready.set()
+
+    def wait_ready(self) -> None:
+        self._ready.wait()
+
+    # ------------------------------------------------------------ the game
+
+    @property
+    def game(self):
+        """The game record (``alphalite.engine.game.Game``), made on first use."""
+        with self._game_lock:
+            if self._game is None:
+                from alphalite.engine.game import Game
+
+                self._game = Game(self.config.size, self.config.komi, superko=self.config.superko,
+                                  on_reset=self._game_reset)
+        return self._game
+
+    def _game_reset(self) -> None:
+        """What hangs on the old game goes with it."""
+        self.judge.clear()
+        self.resign_policy.reset()
+        for p in self._players.values():
+            p.forget()
+
+    @property
+    def size(self) -> int:
+        return self.game.size
+
+    @property
+    def state(self):
+        return self.game.state
+
+    @property
+    def judge(self):
+        """Scores positions (dead stones off), cached: ``decisions.Judge``."""
+        if self._judge is None:
+            from alphalite.engine.decisions import Judge
+
+            self._judge = Judge(self.config.score_playouts, self.config.seed)
+        return self._judge
+
+    @property
+    def resign_policy(self):
+        if self._resign is None:
+            from alphalite.engine.decisions import ResignPolicy
+
+            self._resign = ResignPolicy(threshold=self.config.resign_threshold,
+                                        consecutive=self.config.resign_moves, enabled=self.config.resign)
+        return self._resign
+
+    def _gen(self):
+        import numpy as np
+
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.config.seed)
+        return self._rng
+
+    def _say_once(self, msg: str):
+        if msg not in self._said:
+            self._said.add(msg)
+            self.log(msg)
+
+    def _vertex(self, word: str) -> int:
+        from alphalite.go import coords
+
+        if word.lower() == "pass":
+            return self.size * self.size
+        if not _VERTEX.match(word) or word[0].upper() == "I":
+            raise GtpFailure("syntax error")
+        try:
+            return coords.from_gtp(word, self.size)
+        except (coords.CoordError, ValueError):
+            raise GtpFailure("illegal move") from None  # well formed, off this board
+
+    def _to_gtp(self, move: int) -> str:
+        from alphalite.go import coords
+
+        return coords.to_gtp(int(move), self.size)
+
+    # ------------------------------------------------------------ nets and players
+
+    def _warmup(self):
+        try:
+            self._load()
+            import numpy as np
+
+            from alphalite.engine import players
+            from alphalite.go import board
+
+            # Every kernel a genmove runs (tests/test_clock.py checks none is
+            # left to load or compile), with a generator of its own so that
+            # the engine's moves do not depend on whether it warmed up.
+            n = self.size
+            st = board.new_game(n, self.game.komi, superko=self.config.superko)
+            st = board.play(board.play(st, (n // 2) * n + n // 2), 0)  # both colours: territory is judged
+            players.candidate_moves(st)
+            players.final_score(st, 4, 1)
+            p = self._player()
+            if isinstance(p, players.MctsPlayer):
+                p.run(st, np.random.default_rng(0), max_visits=16).tree.root_analysis()
+                p.forget()
+            elif isinstance(p, players.PolicyPlayer):
+                p.prior(st)
+        except Exception as e:  # noqa: BLE001 - reported, genmove then falls back
+            self.log(f"{NAME}: warm-up failed: {type(e).__name__}: {e}")
+        finally:
+            self._ready.set()
+
+    def _start_warmup(self):
+        """After a board size change: warm up that size's player (its nets
+        loaded, their functions compiled) in the background; the next
+        commands wait for it as they do at start-up."""
+        if self._warm and self.config.engine != "random" and self.size not in self._players:
+            self._ready.clear()
+            threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
+
+    def _plan_nets(self):
+        """Which nets play which board size. Nets named in the config are
+        loaded and checked now (CheckpointError naming the folder); the
+        shipped ones (AUTO) only found now, and loaded when their size is
+        first played."""
+        from alphalite.engine import players
+        from alphalite.nn import checkpoint
+
+        policy, value = self.config.checkpoint, self.config.value_checkpoint
+        if policy == AUTO:  # the installed ones, whatever folders the working folder holds
+            for n, (p, v) in checkpoint.DEFAULT_NETS.items():
+                self._nets[n] = (str(checkpoint.shipped(p)), str(checkpoint.shipped(v)) if value == AUTO else None)
+        if value in (None, AUTO) and policy in (None, AUTO):
+            return
+        if policy is None:
+            raise checkpoint.CheckpointError(f"the value net {value} needs a policy net beside it "
+                                             "(--checkpoint is none)")
+        if policy == AUTO:  # the value net named replaces the shipped one of its size
+            info = checkpoint.read_model_info(checkpoint.find_model_dir(value))
+            n = int(info["board_size"])
+            if n not in self._nets:
+                raise checkpoint.CheckpointError(f"{value} is a {n}x{n} value net, but no shipped policy net "
+                                                 f"plays {n}x{n} (give --checkpoint)")
+            policy = self._nets[n][0]
+        value = None if value == AUTO else value
+        t0 = time.perf_counter()
+        net = players.load_net(policy, value)
+        self._nets[net.size] = (policy, value)
+        self._loaded[net.size] = net
+        self._log_loaded(net.size, time.perf_counter() - t0)
+
+    def _log_loaded(self, n: int, seconds: float):
+        policy, value = self._nets[n]
+        self.log(f"{NAME}: {n}x{n} nets: policy {policy}, value {value or 'none'} (loaded in {seconds:.1f} s)")
+
+    def _load(self, size: int | None = None):
+        """The PolicyNet for ``size`` (default: the board's), loaded once;
+        None where no net plays that size. A net that fails to load answers
+        every command that needs it with a failure (logged once)."""
+        from alphalite.engine import players
+        from alphalite.nn import checkpoint
+
+        n = self.size if size is None else size
+        if n not in self._nets:
+            return None
+        if n not in self._loaded:
+            t0 = time.perf_counter()
+            try:
+                self._loaded[n] = players.load_net(*self._nets[n])
+                self._log_loaded(n, time.perf_counter() - t0)
+            except checkpoint.CheckpointError as e:
+                self._loaded[n] = e
+                self.log(f"{NAME}: cannot load the {n}x{n} nets: {e}")
+        net = self._loaded[n]
+        if isinstance(net, Exception):
+            raise GtpFailure(f"cannot load the {n}x{n} network")
+        return net
+
+    def _player(self):
+        """The move chooser for the current board size."""
+        from alphalite.engine import players
+
+        size = self.size
+        if size in self._players:
+            return self._players[size]
+        cfg = self.config
+        if cfg.engine == "random":
+            p = players.RandomPlayer()
+        else:
+            net = self._load()
+            if net is not None:
+                if cfg.engine == "policy":
+                    p = players.PolicyPlayer(net, cfg.temperature)
+                else:
+                    from search.evaluators import mix_rollouts, network_evaluator
+
+                    lam = cfg.lam if net.value_model is not None else 0.0
+                    ev = mix_rollouts(network_evaluator(net.net_fn, preset=net.preset, pad_to=cfg.batch), lam)
+                    p = players.MctsPlayer(ev, net.params, visits=cfg.visits, batch_size=cfg.batch,
+                                           prior_fn=net.priors, label="mcts")
+            else:
+                sizes = ", ".join(f"{n}x{n}" for n in sorted(self._nets)) or "none (--checkpoint none)"
+                self._say_once(f"{NAME}: no network plays {size}x{size} (nets: {sizes}): {cfg.engine} engine "
+                               "using rollout MCTS with line priors")
+                from search.evaluators import rollout_evaluator
+
+                p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(size)), visits=cfg.visits,
+                                       batch_size=cfg.batch, label="rollout-mcts")
+        self._players[size] = p
+        return p
