@@ -1,0 +1,144 @@
+"""Pass, resign and cleanup (alphalite.engine.decisions) without an engine:
+fake searches, real positions, the playout judge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alphalite.engine import decisions, players
+from alphalite.engine.decisions import Judge, ResignPolicy, choose
+from alphalite.engine.game import Game, with_to_play
+from alphalite.engine.players import Decision
+from alphalite.go import board, coords
+from alphalite.go.board import BLACK, WHITE
+
+# 7x7, komi 0.5: Black walls column D, White column E; a lone white stone
+# at B4 inside Black's side is dead. Black is 6.5 ahead with it off.
+SPLIT = """
+    . . . X O . .
+    . . . X O . .
+    . . . X O . .
+    . O . X O . .
+    . . . X O . .
+    . . . X O . .
+    . . . X O . .
+"""
+B4 = coords.from_gtp("B4", 7)
+SETTLED = SPLIT.replace(". O . X", ". . . X")  # the same without the dead stone
+PASS = 49
+
+
+def _game(pass_by=None, to_play=BLACK, diagram=SPLIT):
+    g = Game(7, 0.5)
+    g.reset(start=board.parse_diagram(diagram, komi=0.5, to_play=to_play))
+    if pass_by is not None:
+        g.play(pass_by, PASS)
+    return g
+
+
+def _no_search():
+    raise AssertionError("a rule should have decided before the search")
+
+
+def _searched(move, rows=None):
+    return lambda: Decision(move, winrate=0.5, analysis=rows)
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return Judge(128, seed=0)
+
+
+def test_the_judge_sees_the_dead_stone_and_caches(judge):
+    st = _game().state
+    score, dead = judge(st)
+    assert score == 6.5 and list(dead) == [B4]
+    assert judge(st) is judge(st)
+    small = Judge(16, capacity=2)
+    for s in (st, with_to_play(st, WHITE), board.play(st, 0)):
+        small(s)
+    assert len(small._cache) == 1  # full at two: cleared, then the third kept
+
+
+def test_pass_when_the_opponent_passed_and_the_game_is_won(judge):
+    st = _game(pass_by=WHITE, diagram=SETTLED).state  # Black to move after White's pass
+    cand = players.candidate_moves(st)
+    d = choose(st, BLACK, cand, _no_search, judge, np.random.default_rng(0))
+    assert d.move == PASS and d.note == "the opponent passed and passing wins"
+    # with the dead stone on the board Black's side is no one's area yet (Tromp-Taylor, as a
+    # referee counting two passes would): the search is asked
+    st = _game(pass_by=WHITE).state
+    d = choose(st, BLACK, players.candidate_moves(st), _searched(3), judge, np.random.default_rng(0))
+    assert d.move == 3
+
+
+def test_no_game_ending_pass_that_loses(judge):
+    st = _game(pass_by=BLACK, to_play=WHITE).state  # White to move, behind, after Black's pass
+    assert st.to_play == WHITE
+    cand = players.candidate_moves(st)
+    first = int(np.flatnonzero(cand[:-1])[0])
+    rows = [dict(move=PASS, visits=90), dict(move=first, visits=10)]
+    d = choose(st, WHITE, cand, _searched(PASS, rows), judge, np.random.default_rng(0))
+    assert d.move == first and d.note == "passing would end the game lost: playing on"
+    # no visited candidate: the move the prior likes best
+    prior = np.zeros(PASS + 1)
+    best = int(np.flatnonzero(cand[:-1])[-1])
+    prior[best] = 1.0
+    d = choose(st, WHITE, cand, _searched(PASS), judge, np.random.default_rng(0), prior=lambda: prior)
+    assert d.move == best
+    # without the opponent's pass our pass ends nothing: the search's pass stands
+    st = _game(to_play=WHITE).state
+    d = choose(st, WHITE, players.candidate_moves(st), _searched(PASS), judge, np.random.default_rng(0))
+    assert d.move == PASS and d.note == ""
+
+
+def test_the_search_decides_otherwise(judge):
+    st = _game().state
+    d = choose(st, BLACK, players.candidate_moves(st), _searched(3), judge, np.random.default_rng(0))
+    assert d.move == 3 and d.winrate == 0.5
+
+
+def test_pass_when_nothing_is_left_but_own_eyes(judge):
+    grid = np.ones((5, 5), np.int8)
+    grid[0, 0] = grid[4, 4] = 0
+    st = board.from_stones(grid, komi=0.5)
+    cand = players.candidate_moves(st)
+    d = choose(st, BLACK, cand, _no_search, judge, np.random.default_rng(0))
+    assert d.move == 25 and d.note == "no move left outside own territory and eyes"
+
+
+def test_cleanup_plays_out_the_dead_stones(judge):
+    g = _game()
+    notes = []
+    for _ in range(6):
+        st = with_to_play(g.state, BLACK)
+        d = choose(st, BLACK, players.candidate_moves(st), _searched(PASS), judge, np.random.default_rng(0),
+                   cleanup=True)
+        notes.append(d.note)
+        g.play(BLACK, d.move, start=st)
+        if board.stones(g.state).ravel()[B4] == 0:
+            break
+        g.play(WHITE, PASS)
+    assert board.stones(g.state).ravel()[B4] == 0, board.render(g.state)
+    assert notes and all(n == "cleanup: 1 dead stones left" for n in notes)
+    assert notes[0] and len(notes) == 4  # B4 has four liberties, Black fills them one by one
+    # nothing dead is left: the search's pass becomes a move while there is one to play
+    st = with_to_play(g.state, BLACK)
+    assert decisions.cleanup_move(st, BLACK, judge) is None
+    d = choose(st, BLACK, players.candidate_moves(st), _searched(PASS), judge, np.random.default_rng(0),
+               cleanup=True)
+    assert d.move != PASS and d.note == "cleanup"
+
+
+def test_resign_after_n_moves_below_the_threshold():
+    rp = ResignPolicy(threshold=0.2, consecutive=2)
+    seen = [rp.observe(w, move_number=40 + 2 * i, board_points=81, color=BLACK)
+            for i, w in enumerate([0.1, 0.3, 0.1, 0.19])]
+    assert seen == [False, False, False, True]  # a good move breaks the streak
+    rp.reset()
+    assert not rp.observe(0.0, move_number=60, board_points=81, color=BLACK)
+    assert rp.observe(0.0, move_number=62, board_points=81, color=BLACK)
+    rp = ResignPolicy(threshold=0.2, consecutive=2)
+    assert not any(rp.observe(0.0, move_number=m, board_points=81, color=BLACK) for m in range(0, 16))
+    assert rp.observe(0.0, move_number=17, board_points=81, color=BLACK)  # past 20% of the points
