@@ -21,15 +21,9 @@ from alphalite.go.board import BLACK, WHITE
 
 
 def with_to_play(state: board.GoState, color: int) -> board.GoState:
-    """``state`` resumed (``players.resume``) with ``color`` to move; a ko
-    ban binds only the player who was next, so it goes when the side changes."""
-    state = resume(state)
-    if state.to_play == color:
-        return state
-    b = state.copy_tuple()
-    b[board.B_META][board.M_TOPLAY] = color
-    b[board.B_META][board.M_KO] = -1
-    return board.GoState(state.size, state.komi, state.superko, state.suicide, b)
+    """``state`` resumed (``players.resume``: play goes on after two passes)
+    with ``color`` to move (``board.with_to_play``)."""
+    return board.with_to_play(resume(state), color)
 
 
 class Game:

@@ -134,11 +134,8 @@ def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarra
     are neither a one-point eye of that colour nor inside its Tromp-Taylor
     territory; pass is False. All False: nothing useful is left to play."""
     n = state.size
-    if color is not None and color != state.to_play:
-        b = state.copy_tuple()
-        b[B_META][board.M_TOPLAY] = color
-        b[B_META][board.M_KO] = -1
-        state = board.GoState(state.size, state.komi, state.superko, state.suicide, b)
+    if color is not None:
+        state = board.with_to_play(state, color)
     stone = state.to_play
     legal = board.legal_moves(resume(state))
     stones = board.stones(state).ravel()

@@ -1082,6 +1082,18 @@ def with_komi(state: GoState, komi: float) -> GoState:
     return GoState(state.size, komi, state.superko, state.suicide, state._b)
 
 
+def with_to_play(state: GoState, color: int) -> GoState:
+    """The same position with ``color`` to move (GTP and SGF let either side
+    move). A ko ban binds only the player who was next, so a change of side
+    lifts it; the superko history stays."""
+    if state.to_play == color:
+        return state
+    b = state.copy_tuple()
+    b[B_META][M_TOPLAY] = color
+    b[B_META][M_KO] = -1
+    return GoState(state.size, state.komi, state.superko, state.suicide, b)
+
+
 def render(state: GoState, marks: dict[int, str] | None = None) -> str:
     """ASCII diagram: X black, O white, . empty, GTP coordinates around."""
     n = state.size
