@@ -131,14 +131,29 @@ def test_cleanup_plays_out_the_dead_stones(judge):
     assert d.move != PASS and d.note == "cleanup"
 
 
-def test_resign_after_n_moves_below_the_threshold():
+def test_a_new_game_resets_the_resign_streak():
     rp = ResignPolicy(threshold=0.2, consecutive=2)
-    seen = [rp.observe(w, move_number=40 + 2 * i, board_points=81, color=BLACK)
-            for i, w in enumerate([0.1, 0.3, 0.1, 0.19])]
-    assert seen == [False, False, False, True]  # a good move breaks the streak
-    rp.reset()
+    assert not rp.observe(0.1, move_number=40, board_points=81, color=BLACK)
+    rp.reset()  # what Game.reset's listener calls
     assert not rp.observe(0.0, move_number=60, board_points=81, color=BLACK)
     assert rp.observe(0.0, move_number=62, board_points=81, color=BLACK)
-    rp = ResignPolicy(threshold=0.2, consecutive=2)
-    assert not any(rp.observe(0.0, move_number=m, board_points=81, color=BLACK) for m in range(0, 16))
-    assert rp.observe(0.0, move_number=17, board_points=81, color=BLACK)  # past 20% of the points
+
+
+def test_resign_policy_with_fake_values():
+    points = 81
+    rp = ResignPolicy(threshold=0.1, consecutive=3)
+    seq = [0.05, 0.05, 0.5, 0.05, 0.05, 0.05]
+    got = [rp.observe(v, move_number=30 + 2 * i, board_points=points, color=1) for i, v in enumerate(seq)]
+    assert got == [False, False, False, False, False, True]
+    rp = ResignPolicy(threshold=0.1, consecutive=3)  # never in the opening (first 20% of 81 points)
+    assert not any(rp.observe(0.0, move_number=m, board_points=points, color=1) for m in range(0, 17, 2))
+    assert rp.observe(0.0, move_number=18, board_points=points, color=1)
+    rp = ResignPolicy(threshold=0.1, consecutive=3)  # White giving handicap: stricter
+    assert not any(rp.observe(0.07, move_number=40 + m, board_points=points, color=-1, handicap=4)
+                   for m in range(20))
+    assert [rp.observe(0.01, move_number=60 + m, board_points=points, color=-1, handicap=4)
+            for m in range(6)] == [False] * 5 + [True]
+    rp = ResignPolicy(enabled=False)
+    assert not any(rp.observe(0.0, move_number=80, board_points=points, color=1) for _ in range(10))
+    rp = ResignPolicy()
+    assert not any(rp.observe(None, move_number=80, board_points=points, color=1) for _ in range(10))

@@ -649,28 +649,6 @@ def test_overtime_allocation_stays_inside_the_period():
     assert tc.allocate(tc.TimeSettings(), tc.Clock(), 0, 81) is None
 
 
-def test_resign_policy_with_fake_values():
-    from alphalite.engine.decisions import ResignPolicy
-
-    points = 81
-    rp = ResignPolicy(threshold=0.1, consecutive=3)
-    seq = [0.05, 0.05, 0.5, 0.05, 0.05, 0.05]
-    got = [rp.observe(v, move_number=30 + 2 * i, board_points=points, color=1) for i, v in enumerate(seq)]
-    assert got == [False, False, False, False, False, True]
-    rp = ResignPolicy(threshold=0.1, consecutive=3)  # never in the opening (first 20% of 81 points)
-    assert not any(rp.observe(0.0, move_number=m, board_points=points, color=1) for m in range(0, 17, 2))
-    assert rp.observe(0.0, move_number=18, board_points=points, color=1)
-    rp = ResignPolicy(threshold=0.1, consecutive=3)  # White giving handicap: stricter
-    assert not any(rp.observe(0.07, move_number=40 + m, board_points=points, color=-1, handicap=4)
-                   for m in range(20))
-    assert [rp.observe(0.01, move_number=60 + m, board_points=points, color=-1, handicap=4)
-            for m in range(6)] == [False] * 5 + [True]
-    rp = ResignPolicy(enabled=False)
-    assert not any(rp.observe(0.0, move_number=80, board_points=points, color=1) for _ in range(10))
-    rp = ResignPolicy()
-    assert not any(rp.observe(None, move_number=80, board_points=points, color=1) for _ in range(10))
-
-
 class FakePlayer:
     """Always the first candidate, with a scripted winrate."""
 
