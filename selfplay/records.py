@@ -20,13 +20,12 @@ from typing import Iterator
 
 import numpy as np
 
+from alphalite.go import sgf
 from alphalite.runtime import files
 from selfplay.games import Game
 
 
 def game_to_sgf(game: Game) -> bytes:
-    from alphalite.go import sgf
-
     rec = sgf.GameRecord(size=game.size, komi=game.komi, rules="Chinese", black_player=game.black,
                          white_player=game.white, result=game.result, winner=game.winner,
                          moves=tuple((int(c), int(m)) for c, m in zip(game.colours, game.moves)))

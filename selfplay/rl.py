@@ -48,9 +48,11 @@ from pathlib import Path
 import numpy as np
 
 from alphalite.nn import checkpoint as ckpt
-from alphalite.runtime.config import field
-from alphalite.train.loop import GRAD_CLIP, LEGACY_VALUES
+from alphalite.runtime import config as config_lib
 from alphalite.runtime import files
+from alphalite.runtime.config import field
+from alphalite.train import loop, metrics
+from alphalite.train.loop import GRAD_CLIP, LEGACY_VALUES, with_clipping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,8 +178,6 @@ def policy_gradient(grad_fn, params, batch_stats, positions, weights: np.ndarray
 def make_optimizer(cfg: RLConfig):
     import optax
 
-    from alphalite.train.loop import with_clipping
-
     if cfg.optimizer == "adam":
         return with_clipping(optax.adam(cfg.learning_rate), cfg.grad_clip)
     return with_clipping(optax.sgd(cfg.learning_rate, momentum=cfg.momentum or None), cfg.grad_clip)
@@ -194,8 +194,6 @@ def _load_init(path: str):
 
 
 def _check_resume(cfg: RLConfig, workdir: Path) -> None:
-    from alphalite.runtime import config as config_lib
-
     path = workdir / "config.json"
     if not path.exists():
         return
@@ -215,8 +213,6 @@ def _trim_metrics(path: Path, iteration: int) -> None:
 
 
 def plot_run(workdir: Path) -> None:
-    from alphalite.train import metrics
-
     recs = files.read_jsonl(workdir / "metrics.jsonl")
     evals = [r for r in recs if r.get("kind") == "eval"]
     trains = [r for r in recs if r.get("kind") == "train"]
@@ -262,9 +258,9 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
     import jax.numpy as jnp
     from tqdm import tqdm
 
-    from alphalite.runtime import config as config_lib
+    # Numba (features, games) and JAX (nets) load here, not at import: the
+    # CLI's parser imports RLConfig from this module (`alphalite --help`).
     from alphalite.nn import features, nets
-    from alphalite.train import loop
     from selfplay import records
     from selfplay.games import NetPlayer, play_policy_games
 

@@ -45,17 +45,17 @@ from pathlib import Path
 
 import numpy as np
 
-from alphalite.go import board
-
 from alphalite.data import dataset
+from alphalite.go import board
+from alphalite.nn import checkpoint as ckpt
+from alphalite.nn import features
 from alphalite.runtime import files
+from alphalite.train.loop import GracefulStop
 
 FORMAT_NOTE = "alphalite value self-play data (SL to U, random move U, RL after)"
 
 
 def load_policy(path: str, size: int | None = None):
-    from alphalite.nn import checkpoint as ckpt
-
     info, model, variables = ckpt.load_model(path, "policy", size)
     return {"path": str(path), "model": model, "variables": variables, "preset": info.get("preset", "default"),
             "size": int(info["board_size"])}
@@ -63,8 +63,6 @@ def load_policy(path: str, size: int | None = None):
 
 def default_rl_checkpoint(size: int) -> str | None:
     """The shipped RL policy ``rl<size>`` (the RL stage's export) when there is one, else None."""
-    from alphalite.nn import checkpoint as ckpt
-
     name = f"rl{size}"
     return str(ckpt.shipped(name)) if name in ckpt.shipped_names() else None
 
@@ -78,7 +76,6 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
     ``moves`` int16 [T], ``random_move`` U, ``score`` (black - white -
     komi), ``ended``. ``stop()`` is polled between move steps; when it
     returns True, the games already finished are returned."""
-    from alphalite.nn import features
     from selfplay.games import default_max_moves, policy_moves
 
     size = sl["size"]
@@ -193,8 +190,6 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     """Generate (or continue) a value data folder until it holds ``games``
     games (or ``max_seconds`` pass). Returns a summary dict."""
     from tqdm import tqdm
-
-    from alphalite.train.loop import GracefulStop
 
     sl = load_policy(sl_checkpoint)
     size = sl["size"]

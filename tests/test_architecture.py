@@ -93,6 +93,28 @@ def test_readme_module_table_matches_the_tree():
     named = set(re.findall(r"`((?:alphalite|search|selfplay)/[\w/]+\.py)`", table))
     files = {str(p.relative_to(ROOT)) for p in _modules().values()
              if p.name != "__init__.py" or "def " in p.read_text()}
-    files -= {"alphalite/checkpoints/__init__.py"}
     assert not files - named, f"modules missing from the README's table: {sorted(files - named)}"
     assert not named - files, f"the README names files that are gone: {sorted(named - files)}"
+
+
+HEAVY = ("jax", "flax", "optax", "orbax", "numba")  # 0.4-0.8 s each to import here
+LIGHT_PATH_PROBE = """
+import sys
+from alphalite import cli
+cli.build_parser()
+import alphalite.gtp.engine
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})))
+"""
+
+
+@pytest.mark.subprocess
+def test_start_up_paths_import_nothing_heavy():
+    """Two paths start up before any real work and must stay quick, which is
+    why their modules import JAX, Flax, Orbax and Numba inside functions:
+    ``alphalite --help`` (the CLI's parser, built from SLConfig and RLConfig)
+    and the GTP engine, which answers a controller's first commands while
+    its nets load in a background thread."""
+    code = LIGHT_PATH_PROBE.format(heavy=set(HEAVY))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [], f"imported at start-up: {out.stdout.split()[:10]}"

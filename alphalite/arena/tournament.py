@@ -60,6 +60,8 @@ import zlib
 from collections import Counter, deque
 from pathlib import Path
 
+from alphalite.arena import ratings
+from alphalite.go import coords
 from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
 from alphalite.runtime import files
 
@@ -220,8 +222,6 @@ def _cpu_seconds(client: GtpClient) -> float | None:
 
 def _dead_stones(job: GameJob, moves, size: int, log_path: Path) -> tuple[list[int] | None, str]:
     """Referee's dead stones (flat points) after the moves, or (None, why)."""
-    from alphalite.go import coords
-
     if job.referee is None:
         return None, "no referee"
     try:
@@ -275,7 +275,8 @@ def play_game(job: GameJob) -> dict:
 
 
 def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> dict:
-    from alphalite.go import board, coords, sgf
+    # board and sgf bring Numba: imported where used, as the CLI's parser imports this module.
+    from alphalite.go import board, sgf
 
     size = job.size
     seed = _seed(job.game_id, job.attempt)
@@ -509,7 +510,7 @@ class Tournament:
     sprt: str = ""  # "elo0=0,elo1=35,alpha=0.05,beta=0.05": first engine = candidate
 
     def validate(self) -> None:
-        from alphalite.go import coords, sgf
+        from alphalite.go import sgf
 
         names = [e.name for e in self.engines]
         if len(names) < 2:
@@ -537,8 +538,6 @@ class Tournament:
             if e.time:
                 parse_time(e.time)
         if self.sprt:
-            from alphalite.arena import ratings
-
             ratings.Sprt.parse(self.sprt)
             if len(names) != 2:
                 raise ArenaError("--sprt compares exactly two engines: candidate first, then the current best")
@@ -633,8 +632,6 @@ def _lock(out: Path):
 
 
 def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
-    from alphalite.arena import ratings
-
     _check_settings(t, out)
     results_path = out / RESULTS
     _repair_tail(results_path)
@@ -839,8 +836,6 @@ def tournament_from_args(args) -> Tournament:
 
 
 def cli(args) -> int:
-    from alphalite.arena import ratings
-
     if args.report_only:
         out = Path(args.out)
         if not (out / SETTINGS).exists():

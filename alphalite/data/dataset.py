@@ -107,7 +107,7 @@ from numba import njit
 from alphalite.go import board, sgf
 
 from alphalite.nn import features
-from alphalite.runtime import files
+from alphalite.runtime import files, process_pool
 
 FORMAT = "alphalite-games-v1"
 SKIPPED_LOG = "skipped.tsv"  # in a built folder: every record not kept, with the reason
@@ -407,8 +407,6 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             for b in batches():
                 yield b, _work(b, sizes)
             return
-        from alphalite.runtime import process_pool
-
         pool = process_pool(jobs, initializer=_worker_init)
         try:
             window: deque = deque()

@@ -48,7 +48,7 @@ import numpy as np
 
 from alphalite.go import board, coords, sgf
 from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
-from alphalite.runtime import files
+from alphalite.runtime import files, process_pool
 
 FORMAT = "alphalite-gnugo-games-v1"
 OPTIONS_FILE = "gnugo.json"
@@ -286,8 +286,6 @@ def generate(out, *, games: int, size: int = 9, levels=(1,), komi: float = 7.0, 
     complete = False
     bar = tqdm(total=games, initial=games - len(todo), desc="gnugo games", unit="game", disable=not progress,
                file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
-    from alphalite.runtime import process_pool
-
     pool = process_pool(min(jobs, max(len(specs), 1)), initializer=_worker_init)
     try:
         for _index, n, err, _secs in pool.imap_unordered(_run_one, [(s, gnugo, str(out)) for s in specs]):

@@ -209,6 +209,8 @@ def load_model(path: str | os.PathLike, kind: str, size: int | None = None):
     given, whose variables fit its model."""
     import jax
 
+    # JAX and Numba on first use: train.supervised and selfplay.rl import this module,
+    # and the CLI's parser imports their configs.
     from alphalite.nn import features, nets
 
     info, variables = load_variables(path)

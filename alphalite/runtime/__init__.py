@@ -13,6 +13,8 @@ import functools
 import os
 from importlib import metadata
 
+from alphalite.runtime import numba_cache
+
 # jaxlib 0.10 hands CPU convolutions and matrix products to YNNPACK by
 # default. On our 2-core x86 machine that made them about 2x slower: a
 # 64-channel 3x3 conv on [64, 19, 19, 64] took 67 ms forward + backward with
@@ -74,8 +76,6 @@ def setup() -> dict:
     starts: a process that already started it keeps its flags), malloc
     tuning, and the Numba cache locator (before the first cached kernel).
     Returns what was done: {"ynn_disabled", "malloc_tuned", "numba_locator"}."""
-    from alphalite.runtime import numba_cache
-
     return {"ynn_disabled": ynn_off(), "malloc_tuned": tune_malloc(), "numba_locator": numba_cache.install()}
 
 

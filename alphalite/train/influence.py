@@ -23,6 +23,9 @@ import time
 
 import numpy as np
 
+from alphalite.data import dataset
+from alphalite.train.metrics import WinnerStats
+
 SPREAD = 10.0  # influence at the stone itself
 FALLOFF = 2.0  # per Manhattan step
 HIDDEN = 200
@@ -121,9 +124,6 @@ def train_and_evaluate(data, test_batches, *, board_size: int, split: str = "tra
 
     Returns ``{"stats": metrics.WinnerStats result on the test positions
     (v_black = 2 P(black) - 1), "train": {...counts, seconds}}``."""
-    from alphalite.data import dataset
-    from alphalite.train.metrics import WinnerStats
-
     t0 = time.time()
     train = _gather(list(dataset.iterate_eval(data, split=split, preset="thesis3", board_size=board_size,
                                               max_games=max_games, batch_size=1024, decided_only=True,

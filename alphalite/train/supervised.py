@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from alphalite.nn import checkpoint as ckpt
-from alphalite.runtime.config import field
+from alphalite.runtime import config as config_lib
 from alphalite.runtime import files
+from alphalite.runtime.config import field
+from alphalite.train import metrics
 from alphalite.train.loop import (GRAD_CLIP, LEGACY_VALUES, GracefulStop, TrainingDiverged, apply_update,
                                   create_state, prefetch, variables_of, with_clipping)
 
@@ -140,9 +142,7 @@ def make_predict(model, masked: bool = True):
 
 
 def evaluate(predict, variables, batches, num_actions: int, max_positions: int = 0) -> dict:
-    from alphalite.train.metrics import MovePredictionStats
-
-    stats = MovePredictionStats(num_actions)
+    stats = metrics.MovePredictionStats(num_actions)
     seen = 0
     for batch in batches:
         logp = np.asarray(predict(variables, batch["planes"], batch["legal"]))
@@ -154,8 +154,6 @@ def evaluate(predict, variables, batches, num_actions: int, max_positions: int =
 
 
 def _check_resume(cfg: SLConfig, workdir: Path) -> None:
-    from alphalite.runtime import config as config_lib
-
     saved = json.loads((workdir / "config.json").read_text())
     diff = config_lib.changed_fields(cfg, saved.get("sl", saved), keep=RESUMABLE_OVERRIDES,
                                      legacy=LEGACY_VALUES)
@@ -189,10 +187,10 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     import jax.numpy as jnp
     from tqdm import tqdm
 
-    from alphalite.runtime import config as config_lib
+    # Numba (dataset, features) and JAX (nets) load here, not at import: the
+    # CLI's parser imports SLConfig from this module (`alphalite --help`).
     from alphalite.data import dataset
     from alphalite.nn import features, nets
-    from alphalite.train import metrics
 
     workdir = Path(workdir)
     size = cfg.board_size
@@ -350,7 +348,6 @@ def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int =
     import tempfile
 
     from alphalite.data import dataset
-    from alphalite.train import metrics
 
     info, model, variables = ckpt.load_model(checkpoint, "policy")
     size, preset = int(info["board_size"]), info.get("preset", "default")

@@ -21,7 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from alphalite.train import metrics
+from alphalite.data import dataset
+from alphalite.go import coords
+from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, colour_word, find_gnugo
+from alphalite.nn import checkpoint as ckpt
+from alphalite.train import influence, loop, metrics
 
 SNAPSHOT_MOVES = (30, 80, 130, 180)  # NN-Influence's table
 PAPER_ACCURACY = {30: 0.521, 80: 0.618, 130: 0.767, 180: 0.893}
@@ -43,8 +47,6 @@ def make_train_step():
     state donated."""
     import jax
     import jax.numpy as jnp
-
-    from alphalite.train import loop
 
     def train_step(state, batch):
         def loss_fn(params):
@@ -87,8 +89,6 @@ def evaluate(predict, variables, batches, max_positions: int = 0) -> dict:
 
 def load_value_net(checkpoint: str):
     """(info, variables, predict) of an exported value model or value run."""
-    from alphalite.nn import checkpoint as ckpt
-
     info, model, variables = ckpt.load_model(checkpoint, "value")
     return info, variables, make_predict(model)
 
@@ -103,10 +103,6 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
     sources, built into a temporary dataset split 80/20 by game hash like
     the paper (train / test)."""
     import tempfile
-
-    from alphalite.data import dataset
-
-    from alphalite.train import influence
 
     t0 = time.time()
     info, variables, predict = load_value_net(checkpoint)
@@ -156,10 +152,6 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
     model must learn. Each game is replayed into GNU Go over GTP; games with
     setup stones (GTP cannot place them) or a move GNU Go refuses are
     skipped and counted, as are games where GNU Go crashes (it is restarted)."""
-    from alphalite.go import coords
-    from alphalite.data import dataset
-    from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, colour_word, find_gnugo
-
     exe = gnugo or find_gnugo()
     if exe is None:
         raise RuntimeError("--gnugo-games needs GNU Go (apt-get install gnugo)")
@@ -235,8 +227,6 @@ def init_trunk_from(state, checkpoint: str, preset: str):
     model's checkpoint (a policy net with the same blocks, channels and
     input preset); the head stays freshly initialised."""
     import jax
-
-    from alphalite.nn import checkpoint as ckpt
 
     info, variables = ckpt.load_variables(checkpoint)
     if info.get("preset") != preset:
