@@ -1,0 +1,105 @@
+"""Our ResNet policy and value nets as ONNX graphs, for CPU inference with
+ONNX Runtime (``benchmarks/inference.py`` measures it against JAX and
+PyTorch).
+
+The graph computes what ``ResNetPolicy`` / ``ResNetValue`` compute in
+inference mode, from the same input (planes ``[B, H, W, C]`` float32):
+batch norm is folded into the convolution before it (``W * s``, ``b - m * s``
+with ``s = scale / sqrt(var + eps)``), the trunk runs channels-first (what
+ONNX's Conv takes), and the heads flatten in our channels-last order so the
+dense weights are used as they are. Outputs: policy logits ``[B, H*W+1]``,
+or the value ``[B]`` in [-1, 1]. The batch dimension is free."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alphalite.nn import nets
+
+
+def _fold(kernel, bn_params, bn_stats, eps: float):
+    """(ONNX conv weight [K, C, kh, kw], bias [K]) of conv-then-BN."""
+    s = np.asarray(bn_params["scale"]) / np.sqrt(np.asarray(bn_stats["var"]) + eps)
+    w = np.asarray(kernel, np.float32) * s  # [kh, kw, C, K] * [K]
+    b = np.asarray(bn_params["bias"]) - np.asarray(bn_stats["mean"]) * s
+    return np.ascontiguousarray(w.transpose(3, 2, 0, 1)).astype(np.float32), b.astype(np.float32)
+
+
+def to_onnx(model, variables: dict):
+    """An ``onnx.ModelProto`` of a ResNet policy or value net (from
+    ``nets.make_model``) with its variables. ValueError for other nets."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    if not isinstance(model, (nets.ResNetPolicy, nets.ResNetValue)):
+        raise ValueError(f"ONNX export covers the ResNet nets, not {type(model).__name__}")
+    p, st, eps = variables["params"], variables.get("batch_stats", {}), nets.BN_EPSILON
+    n, planes = model.size, model.num_planes
+    nodes, inits = [], []
+    count = [0]
+
+    def name(prefix):
+        count[0] += 1
+        return f"{prefix}_{count[0]}"
+
+    def const(arr, prefix):
+        t = numpy_helper.from_array(np.asarray(arr), name(prefix))
+        inits.append(t)
+        return t.name
+
+    def node(op, inputs, **attrs):
+        out = name(op.lower())
+        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    def conv_bn(x, kernel, bn_p, bn_s):
+        w, b = _fold(kernel, bn_p, bn_s, eps)
+        k = w.shape[-1]
+        return node("Conv", [x, const(w, "w"), const(b, "b")], kernel_shape=[k, k], pads=[k // 2] * 4)
+
+    trunk, trunk_s = p["trunk"], st["trunk"]
+    x = node("Transpose", ["planes"], perm=[0, 3, 1, 2])
+    h = node("Relu", [conv_bn(x, trunk["stem"]["kernel"], trunk["stem_bn"], trunk_s["stem_bn"])])
+    for i in range(model.blocks):
+        blk, blk_s = trunk[f"block{i}"], trunk_s[f"block{i}"]
+        a = node("Relu", [conv_bn(h, blk["Conv_0"]["kernel"], blk["BatchNorm_0"], blk_s["BatchNorm_0"])])
+        a = conv_bn(a, blk["Conv_1"]["kernel"], blk["BatchNorm_1"], blk_s["BatchNorm_1"])
+        h = node("Relu", [node("Add", [a, h])])
+
+    def head(prefix):
+        y = node("Relu", [conv_bn(h, p[f"{prefix}_conv"]["kernel"], p[f"{prefix}_bn"], st[f"{prefix}_bn"])])
+        y = node("Transpose", [y], perm=[0, 2, 3, 1])  # flatten as JAX does: (row, col, channel)
+        return node("Flatten", [y], axis=1)
+
+    def dense(x, d):
+        return node("Gemm", [x, const(np.asarray(d["kernel"], np.float32), "w"),
+                             const(np.asarray(d["bias"], np.float32), "b")])
+
+    if isinstance(model, nets.ResNetPolicy):
+        out = dense(head("policy"), p["policy_dense"])
+        out_info = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", n * n + 1])
+    else:
+        v = dense(node("Relu", [dense(head("value"), p["value_hidden"])]), p["value_out"])
+        out = node("Tanh", [node("Flatten", [v], axis=0)])
+        out = node("Reshape", [out, const(np.array([-1], np.int64), "shape")])
+        out_info = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch"])
+    nodes[-1].output[0] = "out"
+    graph = helper.make_graph(nodes, type(model).__name__,
+                              [helper.make_tensor_value_info("planes", TensorProto.FLOAT, ["batch", n, n, planes])],
+                              [out_info], inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="alphalite")
+    onnx.checker.check_model(proto)
+    return proto
+
+
+def session(model, variables: dict, threads: int = 0):
+    """An ONNX Runtime inference session of the net (``threads`` 0: ORT's
+    default, one per core). Call ``sess.run(None, {"planes": x})[0]``."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        opts.intra_op_num_threads = threads
+    return ort.InferenceSession(to_onnx(model, variables).SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])

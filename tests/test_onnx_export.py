@@ -1,0 +1,45 @@
+"""The ONNX export of the ResNet nets computes what the Flax nets compute
+(batch norm folded, layouts converted), for the shipped nets and a net with
+non-trivial batch statistics, at any batch size."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from alphalite.nn import checkpoint, nets, onnx_export
+
+
+@pytest.mark.parametrize("name,kind", [("policy9", "policy"), ("value9", "value"), ("policy19", "policy")])
+def test_shipped_nets_agree_with_jax(name, kind):
+    _, model, variables = checkpoint.load_model(name, kind)
+    sess = onnx_export.session(model, variables, threads=1)
+    rng = np.random.default_rng(1)
+    for batch in (1, 5):
+        x = (rng.random((batch, model.size, model.size, model.num_planes)) < 0.3).astype(np.float32)
+        want = np.asarray(model.apply(variables, x, train=False))
+        got = sess.run(None, {"planes": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_batch_statistics_are_folded_not_dropped():
+    model = nets.make_model("b2c16", 7, 4)
+    variables = nets.init_variables(model, jax.random.key(0))
+    rng = np.random.default_rng(0)
+    stats = jax.tree_util.tree_map(lambda a: rng.uniform(0.5, 2.0, a.shape).astype(np.float32),
+                                   variables["batch_stats"])
+    variables = {**variables, "batch_stats": stats}
+    x = (rng.random((3, 7, 7, 4)) < 0.5).astype(np.float32)
+    want = np.asarray(model.apply(variables, x, train=False))
+    got = onnx_export.session(model, variables, threads=1).run(None, {"planes": x})[0]
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+    plain = np.asarray(model.apply(nets.init_variables(model, jax.random.key(0)), x, train=False))
+    assert np.abs(plain - want).max() > 1e-2  # the statistics matter, so the check above means something
+
+
+def test_other_nets_are_refused():
+    model = nets.make_model("thesis", 9, 3)
+    with pytest.raises(ValueError, match="ResNet"):
+        onnx_export.to_onnx(model, nets.init_variables(model, jax.random.key(0)))
