@@ -132,6 +132,8 @@ def _add_gtp_arguments(p) -> None:
     p.add_argument("--lag-buffer", type=float, default=0.2,
                    help="seconds kept back on every move under a clock for pipes, servers and process scheduling")
     p.add_argument("--batch", type=int, default=8, help="leaves per network call")
+    p.add_argument("--inference", choices=("auto", "jax", "onnx"), default="auto",
+                   help="where the nets run: auto = ONNX Runtime on the CPU (faster there), JAX on a GPU")
     p.add_argument("--temperature", type=float, default=0.0, help="policy engine: 0 = best move, > 0 samples")
     p.add_argument("--resign-threshold", type=float, default=0.1, help="resign below this winrate (0..1)")
     p.add_argument("--resign-moves", type=int, default=3, help="... for this many own moves in a row")

@@ -130,9 +130,9 @@ class Seen(logging.Handler):
             compiles.append(record.getMessage()[:80])
 jax.config.update("jax_log_compiles", True)
 logging.getLogger("jax").addHandler(Seen())
-root, warm = sys.argv[1], sys.argv[2] == "1"
+root, warm, inference = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
 cfg = gtp.EngineConfig(engine="mcts", checkpoint=f"{root}/checkpoints/policy9",
-                       value_checkpoint=f"{root}/checkpoints/value9", size=9, visits=32)
+                       value_checkpoint=f"{root}/checkpoints/value9", size=9, visits=32, inference=inference)
 eng = gtp.Engine(cfg, log=lambda m: None, warmup=warm)
 eng._ready.wait()
 if not warm:  # a cold engine still needs its net loaded
@@ -151,8 +151,8 @@ print(json.dumps({"numba": new, "jax": compiles}))
 def test_warm_up_leaves_nothing_for_the_first_moves(tmp_path):
     """After the warm-up, genmove loads no Numba kernel and compiles no JAX
     function (from a cold cache either can take seconds of the first move's
-    time). The same probe on an engine that did not warm up sees both, so it
-    can see them."""
+    time), with the nets on ONNX Runtime (the CPU default) or on JAX. The
+    same probe on an engine that did not warm up sees both, so it can see them."""
     import json
     import subprocess
     import sys
@@ -160,10 +160,11 @@ def test_warm_up_leaves_nothing_for_the_first_moves(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     seen = {}
-    for warm in ("1", "0"):
-        out = subprocess.run([sys.executable, "-c", _PROBE, str(root), warm], capture_output=True, text=True,
+    for case in (("1", "auto"), ("1", "jax"), ("0", "jax")):
+        out = subprocess.run([sys.executable, "-c", _PROBE, str(root), *case], capture_output=True, text=True,
                              timeout=300, cwd=tmp_path)
         assert out.returncode == 0, out.stderr[-2000:]
-        seen[warm] = json.loads(out.stdout.strip().splitlines()[-1])
-    assert seen["1"] == {"numba": [], "jax": []}, seen["1"]
-    assert seen["0"]["numba"] and seen["0"]["jax"], seen["0"]
+        seen[case] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["1", "auto"] == {"numba": [], "jax": []}, seen["1", "auto"]
+    assert seen["1", "jax"] == {"numba": [], "jax": []}, seen["1", "jax"]
+    assert seen["0", "jax"]["numba"] and seen["0", "jax"]["jax"], seen["0", "jax"]

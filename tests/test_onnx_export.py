@@ -43,3 +43,18 @@ def test_other_nets_are_refused():
     model = nets.make_model("thesis", 9, 3)
     with pytest.raises(ValueError, match="ResNet"):
         onnx_export.to_onnx(model, nets.init_variables(model, jax.random.key(0)))
+
+
+def test_engine_nets_give_the_same_priors_and_values_on_either_runtime():
+    from alphalite.engine import players
+    from alphalite.go import board
+
+    on_jax = players.load_net("policy9", "value9", inference="jax")
+    on_ort = players.load_net("policy9", "value9", inference="onnx")
+    assert (on_jax.inference, on_ort.inference) == ("jax", "onnx")
+    st = board.new_game(9, 7.0)
+    for m in (40, 30, 50, 22):
+        st = board.play(st, m)
+        (pj, vj), (po, vo) = on_jax.evaluate(st), on_ort.evaluate(st)
+        np.testing.assert_allclose(po, pj, atol=1e-5)
+        assert abs(vo - vj) < 1e-5 and po[m] == 0.0  # an occupied point gets no prior

@@ -202,7 +202,8 @@ class RandomPlayer:
 class PolicyNet:
     """A policy (and optional value) network for one board size."""
 
-    def __init__(self, info: dict, variables: dict, value_info: dict | None = None, value_variables=None):
+    def __init__(self, info: dict, variables: dict, value_info: dict | None = None, value_variables=None,
+                 inference: str = "auto"):
         import jax
 
         from alphalite.nn import features, nets
@@ -222,9 +223,22 @@ class PolicyNet:
                 raise ValueError(f"value net uses preset {vpreset!r}, policy {self.preset!r}")
             self.value_model = nets.make_model(value_info["model"], self.size, features.num_planes(self.preset))
             self.value_variables = jax.tree_util.tree_map(jax.numpy.asarray, value_variables)
+        from alphalite.nn import onnx_export
         from search.evaluators import policy_value_fn
 
-        self.net_fn = policy_value_fn(self.model, self.value_model)
+        # ONNX Runtime on the CPU: 1.3-1.9x JAX's evals/s for our nets at
+        # batch 1-32 (benchmarks/inference.py); JAX on a GPU.
+        if inference not in INFERENCE:
+            raise ValueError(f"inference must be one of {', '.join(INFERENCE)}, got {inference!r}")
+        self.inference = inference
+        if inference == "auto":
+            nets_ok = onnx_export.exportable(self.model) and (
+                self.value_model is None or onnx_export.exportable(self.value_model))
+            self.inference = "onnx" if jax.default_backend() == "cpu" and nets_ok else "jax"
+        if self.inference == "onnx":
+            self.net_fn = onnx_export.policy_value_fn(self.model, variables, self.value_model, value_variables)
+        else:
+            self.net_fn = policy_value_fn(self.model, self.value_model)
         self.params = {"policy": self.variables, "value": self.value_variables or {}}
 
     def evaluate(self, state) -> tuple[np.ndarray, float | None]:
@@ -243,7 +257,10 @@ class PolicyNet:
         return self.evaluate(state)[0]
 
 
-def load_net(policy: str, value: str | None = None) -> PolicyNet:
+INFERENCE = ("auto", "jax", "onnx")
+
+
+def load_net(policy: str, value: str | None = None, inference: str = "auto") -> PolicyNet:
     """The policy net ``policy`` (a shipped net's name or a folder) with the
     value net ``value`` beside it, each checked for its kind, the value net
     for the policy's board size; ``checkpoint.CheckpointError`` names the
@@ -255,7 +272,7 @@ def load_net(policy: str, value: str | None = None) -> PolicyNet:
     if value is not None:
         vinfo, _, vvars = checkpoint.load_model(value, "value")
     try:
-        return PolicyNet(info, variables, vinfo, vvars)
+        return PolicyNet(info, variables, vinfo, vvars, inference)
     except ValueError as e:  # the two nets do not go together
         raise checkpoint.CheckpointError(f"{value} beside the policy net {policy}: {e}") from None
 

@@ -72,7 +72,8 @@ def config_from_args(args) -> EngineConfig:
     return EngineConfig(engine=args.engine, checkpoint=net(args.checkpoint),
                         value_checkpoint=net(args.value_checkpoint), lam=args.lam, visits=args.visits,
                         max_time=args.max_time,
-                        lag_buffer=args.lag_buffer, batch=args.batch, temperature=args.temperature,
+                        lag_buffer=args.lag_buffer, batch=args.batch, inference=args.inference,
+                        temperature=args.temperature,
                         resign_threshold=args.resign_threshold, resign_moves=args.resign_moves,
                         resign=not args.no_resign, komi=args.komi, size=args.size, seed=args.seed,
                         score_playouts=args.score_playouts)

@@ -45,6 +45,7 @@ class EngineConfig:
     max_time: float | None = None  # seconds a move may take at most, with or without a clock (KataGo's maxTime)
     lag_buffer: float = 0.2  # seconds kept back per move under a clock for pipes and scheduling (KataGo's lagBuffer)
     batch: int = 8  # leaves per network call
+    inference: str = "auto"  # the nets' runtime: auto (ONNX Runtime on the CPU, JAX on a GPU) | jax | onnx
     temperature: float = 0.0  # policy engine: 0 = argmax, > 0 samples p ** (1 / T)
     resign_threshold: float = 0.1  # winrate below which a move counts towards resigning
     resign_moves: int = 3  # consecutive such moves before resigning
@@ -62,6 +63,7 @@ class EngineConfig:
 
         for ok, flag, want, got in (
                 (self.engine in ("random", "policy", "mcts"), "engine", "random, policy or mcts", self.engine),
+                (self.inference in ("auto", "jax", "onnx"), "inference", "auto, jax or onnx", self.inference),
                 (isinstance(self.size, int) and 2 <= self.size <= 25, "size", "in 2..25", self.size),
                 (finite(self.komi), "komi", "a finite number", self.komi),
                 (finite(self.lam) and 0 <= self.lam <= 1, "lambda", "in [0, 1]", self.lam),
@@ -245,14 +247,15 @@ class Session:
             policy = self._nets[n][0]
         value = None if value == AUTO else value
         t0 = time.perf_counter()
-        net = players.load_net(policy, value)
+        net = players.load_net(policy, value, self.config.inference)
         self._nets[net.size] = (policy, value)
         self._loaded[net.size] = net
         self._log_loaded(net.size, time.perf_counter() - t0)
 
     def _log_loaded(self, n: int, seconds: float):
         policy, value = self._nets[n]
-        self.log(f"{NAME}: {n}x{n} nets: policy {policy}, value {value or 'none'} (loaded in {seconds:.1f} s)")
+        self.log(f"{NAME}: {n}x{n} nets: policy {policy}, value {value or 'none'} "
+                 f"(loaded in {seconds:.1f} s, {self._loaded[n].inference})")
 
     def _load(self, size: int | None = None):
         """The PolicyNet for ``size`` (default: the board's), loaded once;
@@ -267,7 +270,7 @@ class Session:
         if n not in self._loaded:
             t0 = time.perf_counter()
             try:
-                self._loaded[n] = players.load_net(*self._nets[n])
+                self._loaded[n] = players.load_net(*self._nets[n], self.config.inference)
                 self._log_loaded(n, time.perf_counter() - t0)
             except checkpoint.CheckpointError as e:
                 self._loaded[n] = e

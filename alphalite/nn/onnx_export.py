@@ -101,5 +101,32 @@ def session(model, variables: dict, threads: int = 0):
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
         opts.intra_op_num_threads = threads
+    # ORT's workers spin after each call by default, taking the cores from
+    # the search's own work between calls.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(to_onnx(model, variables).SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
+
+
+def exportable(model) -> bool:
+    return isinstance(model, (nets.ResNetPolicy, nets.ResNetValue))
+
+
+def policy_value_fn(policy_model, policy_variables: dict, value_model=None, value_variables: dict | None = None,
+                    threads: int = 0):
+    """The search's network function on ONNX Runtime, with the contract of
+    ``search.evaluators.policy_value_fn``: ``net_fn(params, planes, legal) ->
+    (priors [B, A], values [B])`` as numpy float32, priors a softmax over the
+    legal moves. ``params`` is ignored: the weights are in the sessions."""
+    policy = session(policy_model, policy_variables, threads)
+    value = None if value_model is None else session(value_model, value_variables, threads)
+
+    def net_fn(params, planes, legal):
+        x = np.ascontiguousarray(planes, np.float32)
+        logits = np.where(legal, policy.run(None, {"planes": x})[0], -np.inf)
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        priors = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+        values = np.zeros(len(x), np.float32) if value is None else value.run(None, {"planes": x})[0]
+        return priors, values
+
+    return net_fn
