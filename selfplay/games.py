@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import board
-from alphalite.go.board import B_COLOR, B_META, EMPTY, M_PASSES, M_SIZE, M_TOPLAY
+from alphalite.go.board import B_COLOR, B_HEAD, B_LIBS, B_META, EMPTY, M_PASSES, M_SIZE, M_TOPLAY
 
 
 @dataclasses.dataclass
@@ -123,12 +123,25 @@ def candidates_into(B, own, out, allow_pass, no_self_atari=False):
             if not out[m]:
                 continue
             p = (r + 1) * W + c + 1
-            if board.is_eye(color, p, stone, W) or (has_opp and color[p] == EMPTY and own[m] == stone) \
+            if board.is_eye(color, p, stone, W) \
+                    or (has_opp and color[p] == EMPTY and own[m] == stone and not _saves(B, p, stone, W)) \
                     or (no_self_atari and board.is_self_atari(B, p, stone, False)):
                 out[m] = False
             else:
                 some = True
     out[n2] = allow_pass or not some
+
+
+@njit(cache=True, inline="always")
+def _saves(B, p, stone, W):
+    """Whether ``stone`` at ``p`` saves a group of its in atari (the group
+    then has more than one liberty): a point of one's own territory that
+    must not be left out."""
+    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
+    for q in (p - W, p + W, p - 1, p + 1):
+        if color[q] == stone and libs[head[q]] == 1:
+            return not board.is_self_atari(B, p, stone, False)
+    return False
 
 
 def candidates(state: board.GoState, allow_pass: bool = False, no_self_atari: bool = False) -> np.ndarray:

@@ -144,3 +144,39 @@ def test_records_round_trip_and_ignore_partial_files(tmp_path, tiny):
     assert rec.winner == games[0].winner and rec.komi == 7.5
     with pytest.raises(FileNotFoundError):
         records.record_paths(tmp_path / "missing")
+
+
+def test_territory_filter_never_drops_the_move_that_saves_a_group():
+    """White's A9-C9 are in atari; their last liberty D9 lies in a region
+    that touches only white stones (Tromp-Taylor white territory). Both
+    candidate rules (the engine's and self-play's) must keep D9: leaving it
+    out lost a self-play game's four stones. The same region without a
+    group in atari stays left out."""
+    from alphalite.engine import players
+    from alphalite.go import board as bd
+
+    st = bd.parse_diagram("""
+        O O O . O . . . .
+        X X X O . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .""", to_play=bd.WHITE)
+    d9 = 3
+    assert players.owners(st)[d9] == bd.WHITE
+    assert players.candidate_moves(st)[d9] and sp.candidates(st)[d9]
+    safe = bd.parse_diagram("""
+        O O O . O . . . .
+        . . . O . . . . .
+        X X X . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .
+        . . . . . . . . .""", to_play=bd.WHITE)
+    assert players.owners(safe)[d9] == bd.WHITE
+    assert not players.candidate_moves(safe)[d9] and not sp.candidates(safe)[d9]

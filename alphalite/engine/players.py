@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from alphalite.go import board
+from alphalite.go import board, coords
 from alphalite.go.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
 
 
@@ -142,8 +142,11 @@ def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarra
     cand = legal.copy()
     cand[n * n] = False
     if (stones == -stone).any():
+        # Own Tromp-Taylor territory is left out, but never the last liberty
+        # of an own group: filling it there saves the group (a self-play
+        # game passed with four stones in atari whose liberty lay inside).
         own = owners(state)
-        cand[: n * n] &= ~((stones == EMPTY) & (own == stone))
+        cand[: n * n] &= ~((stones == EMPTY) & (own == stone) & ~_saving_points(state, stone))
     else:
         # No opponent stone on the board (our first move, handicap stones,
         # a GUI asking the same colour twice): every empty region "reaches
@@ -151,6 +154,20 @@ def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarra
         # one-point eyes.
         cand[: n * n] &= ~_own_eyes(state, stone)
     return cand
+
+
+def _saving_points(state: board.GoState, stone: int) -> np.ndarray:
+    """bool [size*size]: empty points next to a ``stone`` group in atari
+    where ``stone`` leaves that group more than one liberty."""
+    n = state.size
+    atari = np.zeros((n + 2, n + 2), bool)
+    atari[1:-1, 1:-1] = (board.stones(state) == stone) & (board.liberties(state) == 1)
+    near = (atari[:-2, 1:-1] | atari[2:, 1:-1] | atari[1:-1, :-2] | atari[1:-1, 2:]).ravel()
+    out = near & (board.stones(state).ravel() == EMPTY)
+    b = state.copy_tuple()
+    for m in np.flatnonzero(out):
+        out[m] = not board.is_self_atari(b, coords.to_padded(int(m), n), stone, False)
+    return out
 
 
 def _own_eyes(state: board.GoState, stone: int) -> np.ndarray:
