@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from numba import njit
 
-from alphalite.go import board
+from alphalite.go import board, sgf
 from alphalite.go.board import B_COLOR, B_HEAD, B_LIBS, B_META, EMPTY, M_PASSES, M_SIZE, M_TOPLAY
 
 
@@ -58,9 +58,7 @@ class Game:
     @property
     def result(self) -> str:
         """SGF RE: ``B+3.5``, ``W+0.5`` or ``0``."""
-        if self.score == 0:
-            return "0"
-        return f"{'B' if self.score > 0 else 'W'}+{abs(self.score):g}"
+        return sgf.result_string(self.score)
 
 
 @dataclasses.dataclass

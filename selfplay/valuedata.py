@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from alphalite.data import dataset
-from alphalite.go import board
+from alphalite.go import board, sgf
 from alphalite.nn import checkpoint as ckpt
 from alphalite.nn import features
 from alphalite.runtime import files
@@ -149,7 +149,7 @@ def _game_dict(size: int, komi: float, g: dict, name: str) -> dict:
     sp, sc = np.zeros(0, np.int16), np.zeros(0, np.int8)
     s = g["score"]
     winner = 1 if s > 0 else (-1 if s < 0 else 0)
-    result = "0" if s == 0 else f"{'B' if s > 0 else 'W'}+{abs(s):g}"
+    result = sgf.result_string(s)
     return {"size": size, "komi": komi, "handicap": 0, "winner": winner, "margin": abs(s) if s else 0.0,
             "num_moves": len(mv), "total_moves": len(mv), "stop": 0, "moves": mv, "colors": cl,
             "setup_points": sp, "setup_colors": sc, "game_hash": dataset.game_hash(size, sp, sc, mv, cl),
