@@ -1,0 +1,538 @@
+"""AlphaGo's rollout and tree policies: linear softmax over local features,
+kept up to date incrementally in Numba (Methods, Extended Data Table 4).
+
+Features of a candidate empty point ``p`` for the player to move, each a
+64-bit key (type in the top byte):
+
+- ``T_PAT3``: the 3x3 pattern around ``p``: each of the 8 neighbours empty,
+  wall, own or opponent with 1/2/3+ liberties (3 bits each), canonical (the
+  least code) under the 8 symmetries;
+- ``T_SAVE``: ``p`` is the last liberty of an own group and playing it gives
+  that group two or more liberties (save-atari);
+- ``T_NBR``: ``p`` is 8-connected to the previous move;
+- ``T_RESP``: the 12-point diamond around the previous move with ``p``'s
+  place in it, canonical under the 8 symmetries (the response pattern);
+- ``T_NAKADE``: the previous move captured 3-6 stones and ``p`` is the
+  vital point (most neighbours inside) of the space they left;
+- tree policy only: ``T_SELFATARI`` and ``T_DIST1``/``T_DIST2``, the
+  Manhattan distance to the previous two moves (capped at ``DIST_CAP``).
+
+The 3x3 codes of every empty point, for both colours to move, live in
+``codes[2, P]`` of a *pattern tuple* ``S`` beside the board tuple; ``play``
+updates them only where a move changed something: around the move, around
+captured stones and around every stone of a group whose liberties changed.
+
+Weights: one open-addressing table of keys with two weight rows (rollout,
+tree); unknown keys weigh 0. ``save``/``load`` store only keys seen in
+training (npz, float16 weights).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from alphalite.go.board import (
+    B_COLOR, B_EMPT, B_GSIZE, B_HEAD, B_LIBS, B_META, B_NXT, EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
+    M_TOPLAY, WALL, _legal, _nb, _rand, do_pass, is_eye, is_self_atari, place)
+
+T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
+TYPE_SHIFT = 56
+ROLLOUT, TREE = 0, 1
+MAX_KEYS = 8
+DIST_CAP = 12
+NEG = -1e30
+
+# 8 neighbours (row-major 3x3 without the centre) and the 12-point diamond.
+OFF8 = np.array([(-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1)], np.int64)
+OFF12 = np.array([(-2, 0), (-1, -1), (-1, 0), (-1, 1), (0, -2), (0, -1), (0, 1), (0, 2), (1, -1), (1, 0),
+                  (1, 1), (2, 0)], np.int64)
+
+
+def _sym(r, c, s):
+    if s & 4:
+        r, c = c, r
+    if s & 1:
+        r = -r
+    if s & 2:
+        c = -c
+    return r, c
+
+
+def _perm(offs):
+    idx = {tuple(o): i for i, o in enumerate(offs.tolist())}
+    return np.array([[idx[_sym(r, c, s)] for r, c in offs.tolist()] for s in range(8)], np.int64)
+
+
+PERM8 = _perm(OFF8)  # PERM8[s, i]: where neighbour i goes under symmetry s
+PERM12 = _perm(OFF12)
+
+# ---------------------------------------------------------------- state
+
+
+@njit(cache=True)
+def new_state(B):
+    """The pattern tuple for board tuple ``B``: (codes [2, P] int64, caps
+    [P] int16, pm int64[4] = (captures of the last move, previous move,
+    the one before, update generation), mark [P], ver [P]: the generation
+    each point's code was last refreshed at). Codes are computed in
+    full here; ``play`` keeps them current."""
+    P = B[B_COLOR].shape[0]
+    pm = np.zeros(4, np.int64)
+    pm[1] = -1
+    pm[2] = -1
+    S = (np.full((2, P), -1, np.int64), np.zeros(P, np.int16), pm, np.zeros(P, np.int64), np.zeros(P, np.int64))
+    recompute(B, S)
+    return S
+
+
+@njit(cache=True, inline="always")
+def _cell(color, head, libs, q, stone):
+    c = color[q]
+    if c == EMPTY:
+        return 0
+    if c == WALL:
+        return 1
+    n = libs[head[q]]
+    k = 2 if n <= 1 else (3 if n == 2 else 4)
+    return k if c == stone else k + 3
+
+
+@njit(cache=True)
+def pat3(color, head, libs, p, stone, W):
+    """Canonical 3x3 code of empty ``p`` for ``stone`` to move."""
+    v = np.empty(8, np.int64)
+    for i in range(8):
+        v[i] = _cell(color, head, libs, p + OFF8[i, 0] * W + OFF8[i, 1], stone)
+    best = np.int64(-1)
+    for s in range(8):
+        code = np.int64(0)
+        for i in range(8):
+            code |= v[i] << (3 * PERM8[s, i])
+        if best < 0 or code < best:
+            best = code
+    return best
+
+
+@njit(cache=True)
+def _refresh(color, head, libs, codes, ver, stamp, q, W):
+    ver[q] = stamp
+    if color[q] == EMPTY:
+        codes[0, q] = pat3(color, head, libs, q, 1, W)
+        codes[1, q] = pat3(color, head, libs, q, -1, W)
+    elif color[q] != WALL:
+        codes[0, q] = -1
+        codes[1, q] = -1
+
+
+@njit(cache=True)
+def recompute(B, S):
+    """All codes from scratch (the reference ``play``'s update is tested against)."""
+    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
+    W = B[B_META][M_SIZE] + 2
+    S[2][3] += 1
+    for q in range(color.shape[0]):
+        if color[q] != WALL:
+            _refresh(color, head, libs, S[0], S[4], S[2][3], q, W)
+
+
+@njit(cache=True)
+def _refresh_around(color, head, libs, codes, ver, stamp, p, W):
+    _refresh(color, head, libs, codes, ver, stamp, p, W)
+    for i in range(8):
+        q = p + OFF8[i, 0] * W + OFF8[i, 1]
+        if color[q] != WALL:
+            _refresh(color, head, libs, codes, ver, stamp, q, W)
+
+
+@njit(cache=True)
+def _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, g, W):
+    if mark[g] == gen:
+        return
+    mark[g] = gen
+    q = g
+    while True:
+        _refresh_around(color, head, libs, codes, ver, gen, q, W)
+        q = nxt[q]
+        if q == g:
+            break
+
+
+@njit(cache=True)
+def play(B, S, p, stone):
+    """Play legal ``stone`` at padded ``p`` (-1: pass) on ``B`` and bring
+    the pattern tuple ``S`` up to date."""
+    pm = S[2]
+    pm[2] = pm[1]
+    pm[1] = p
+    pm[0] = 0
+    if p < 0:
+        do_pass(B)
+        return
+    color, head, nxt, libs = B[B_COLOR], B[B_HEAD], B[B_NXT], B[B_LIBS]
+    W = B[B_META][M_SIZE] + 2
+    caps = S[1]
+    n = 0
+    for i in range(4):  # stones this move captures, before they go
+        q = _nb(p, W, i)
+        if color[q] == -stone and libs[head[q]] == 1:
+            g = head[q]
+            dup = False
+            for j in range(n):
+                if caps[j] == g:
+                    dup = True
+            if dup:
+                continue
+            r = g
+            while True:
+                caps[n] = r
+                n += 1
+                r = nxt[r]
+                if r == g:
+                    break
+    place(B, p, stone)
+    pm[0] = n
+    codes, mark, ver = S[0], S[3], S[4]
+    pm[3] += 1
+    gen = pm[3]
+    _refresh_around(color, head, libs, codes, ver, gen, p, W)
+    for i in range(4):
+        q = _nb(p, W, i)
+        if color[q] == 1 or color[q] == -1:
+            _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, head[q], W)
+    for j in range(n):
+        c = caps[j]
+        _refresh_around(color, head, libs, codes, ver, gen, c, W)
+        for i in range(4):
+            q = _nb(c, W, i)
+            if color[q] == 1 or color[q] == -1:
+                _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, head[q], W)
+
+
+# ---------------------------------------------------------------- features
+
+
+@njit(cache=True)
+def save_atari(B, p, stone):
+    """``p`` is the last liberty of an own group, and playing there leaves
+    the group two or more liberties (captures counted)."""
+    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
+    W = B[B_META][M_SIZE] + 2
+    for i in range(4):
+        q = _nb(p, W, i)
+        if color[q] == stone and libs[head[q]] == 1:
+            return not is_self_atari(B, p, stone, False)
+    return False
+
+
+@njit(cache=True)
+def response(color, head, libs, m, p, stone, W):
+    """Canonical code of the diamond around previous move ``m`` with ``p``'s
+    place in it, or -1 if ``p`` is not in the diamond."""
+    dr = p // W - m // W
+    dc = p % W - m % W
+    k = -1
+    for i in range(12):
+        if OFF12[i, 0] == dr and OFF12[i, 1] == dc:
+            k = i
+    if k < 0:
+        return np.int64(-1)
+    v = np.empty(12, np.int64)
+    for i in range(12):
+        r = m // W + OFF12[i, 0]
+        c = m % W + OFF12[i, 1]
+        if r < 0 or c < 0 or r >= W or c >= W:
+            v[i] = 1
+        else:
+            v[i] = _cell(color, head, libs, r * W + c, stone)
+    best = np.int64(-1)
+    for s in range(8):
+        code = PERM12[s, k] << 36
+        for i in range(12):
+            code |= v[i] << (3 * PERM12[s, i])
+        if best < 0 or code < best:
+            best = code
+    return best
+
+
+@njit(cache=True)
+def nakade_point(S, W):
+    """The vital point of the space the last move's 3-6 captured stones
+    left (most 4-neighbours inside it, if unique), or -1."""
+    n = S[2][0]
+    if n < 3 or n > 6:
+        return -1
+    caps = S[1]
+    best = -1
+    best_k = -1
+    tie = False
+    for a in range(n):
+        k = 0
+        for b in range(n):
+            d = caps[a] - caps[b]
+            if d == 1 or d == -1 or d == W or d == -W:
+                k += 1
+        if k > best_k:
+            best, best_k, tie = caps[a], k, False
+        elif k == best_k:
+            tie = True
+    return -1 if tie else best
+
+
+@njit(cache=True, inline="always")
+def _key(t, code):
+    return (np.int64(t) << TYPE_SHIFT) | code
+
+
+@njit(cache=True, inline="always")
+def _dist(a, b, W):
+    if a < 0:
+        return DIST_CAP
+    d = abs(a // W - b // W) + abs(a % W - b % W)
+    return d if d < DIST_CAP else DIST_CAP
+
+
+@njit(cache=True)
+def features(B, S, p, stone, tree, nak, keys):
+    """The keys of candidate empty ``p`` for ``stone`` into ``keys``; returns
+    how many. ``nak``: ``nakade_point(S, W)``, computed once a position."""
+    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
+    W = B[B_META][M_SIZE] + 2
+    n = 0
+    keys[n] = _key(T_PAT3, S[0][0 if stone == 1 else 1, p])
+    n += 1
+    if save_atari(B, p, stone):
+        keys[n] = _key(T_SAVE, 0)
+        n += 1
+    m = S[2][1]
+    if m >= 0:
+        if abs(p // W - m // W) <= 1 and abs(p % W - m % W) <= 1:
+            keys[n] = _key(T_NBR, 0)
+            n += 1
+        r = response(color, head, libs, m, p, stone, W)
+        if r >= 0:
+            keys[n] = _key(T_RESP, r)
+            n += 1
+    if p == nak:
+        keys[n] = _key(T_NAKADE, 0)
+        n += 1
+    if tree:
+        if is_self_atari(B, p, stone, False):
+            keys[n] = _key(T_SELFATARI, 0)
+            n += 1
+        keys[n] = _key(T_DIST1, _dist(m, p, W))
+        n += 1
+        keys[n] = _key(T_DIST2, _dist(S[2][2], p, W))
+        n += 1
+    return n
+
+
+# ---------------------------------------------------------------- weights
+
+
+@njit(cache=True, inline="always")
+def _slot0(key, mask):
+    return ((key * np.int64(-7046029254386353131)) >> 20) & mask
+
+
+@njit(cache=True)
+def lookup(tab, key):
+    """Slot of ``key`` in key table ``tab`` (0 = free slot), or -1."""
+    mask = tab.shape[0] - 1
+    s = _slot0(key, mask)
+    while True:
+        k = tab[s]
+        if k == key:
+            return s
+        if k == 0:
+            return -1
+        s = (s + 1) & mask
+
+
+@njit(cache=True)
+def insert(tab, key):
+    """Slot of ``key``, added if new; -1 when the table is full."""
+    mask = tab.shape[0] - 1
+    s = _slot0(key, mask)
+    for _ in range(tab.shape[0]):
+        k = tab[s]
+        if k == key:
+            return s
+        if k == 0:
+            tab[s] = key
+            return s
+        s = (s + 1) & mask
+    return -1
+
+
+def table_from(keys: np.ndarray, weights: np.ndarray):
+    """(tab, w [2, C] float32) holding ``keys`` with their ``weights`` [2, n]."""
+    cap = 1 << max(10, int(2 * len(keys) - 1).bit_length())
+    tab = np.zeros(cap, np.int64)
+    w = np.zeros((2, cap), np.float32)
+    _fill(tab, w, keys.astype(np.int64), weights.astype(np.float32))
+    return tab, w
+
+
+@njit(cache=True)
+def _fill(tab, w, keys, weights):
+    for i in range(keys.shape[0]):
+        s = insert(tab, keys[i])
+        w[0, s] = weights[0, i]
+        w[1, s] = weights[1, i]
+
+
+def save(path, tab, w, counts, min_count: int = 1, info: dict | None = None) -> int:
+    """Write keys seen at least ``min_count`` times in training; returns how many."""
+    import json
+
+    keep = (tab != 0) & (counts >= min_count)
+    np.savez_compressed(path, keys=tab[keep], weights=w[:, keep].astype(np.float16),
+                        info=np.array(json.dumps(info or {})))
+    return int(keep.sum())
+
+
+def load(path):
+    """(tab, w, info) from a file written by ``save``."""
+    import json
+
+    with np.load(path, allow_pickle=False) as z:
+        tab, w = table_from(z["keys"], z["weights"])
+        info = json.loads(str(z["info"]))
+    return tab, w, info
+
+
+@njit(cache=True)
+def score(tab, w, model, keys, n):
+    t = 0.0
+    for i in range(n):
+        s = lookup(tab, keys[i])
+        if s >= 0:
+            t += w[model, s]
+    return t
+
+
+@njit(cache=True)
+def logits(B, S, tab, w, model, out):
+    """Logits of every flat move for the player to move into ``out``
+    [size*size+1]: illegal points and pass at -1e30 (the policies never
+    pass while a legal point is left)."""
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    W = size + 2
+    stone = meta[M_TOPLAY]
+    keys = np.empty(MAX_KEYS, np.int64)
+    nak = nakade_point(S, W)
+    out[:] = NEG
+    color = B[B_COLOR]
+    for r in range(size):
+        for c in range(size):
+            p = (r + 1) * W + c + 1
+            if color[p] != EMPTY:
+                continue
+            if _legal(color, B[B_HEAD], B[B_NXT], B[B_LIBS], meta, B[9], B[10], B[11], p, stone) != LEGAL:
+                continue
+            n = features(B, S, p, stone, model == TREE, nak, keys)
+            out[r * size + c] = score(tab, w, model, keys, n)
+
+
+# ---------------------------------------------------------------- rollouts
+
+
+@njit(cache=True)
+def _static(B, S, tab, w, p, stone):
+    # The part of a rollout logit that only local changes alter: the 3x3
+    # pattern and save-atari.
+    g = 0.0
+    s = lookup(tab, _key(T_PAT3, S[0][0 if stone == 1 else 1, p]))
+    if s >= 0:
+        g += w[ROLLOUT, s]
+    if save_atari(B, p, stone):
+        s = lookup(tab, _key(T_SAVE, 0))
+        if s >= 0:
+            g += w[ROLLOUT, s]
+    return g
+
+
+@njit(cache=True)
+def rollout(B, S, tab, w, rng, max_moves):
+    """Play the rollout policy to the end of the game on ``B``/``S``
+    (sampling the softmax, never filling an own eye, passing only when no
+    other move is left). Returns the moves played."""
+    meta = B[B_META]
+    W = meta[M_SIZE] + 2
+    color = B[B_COLOR]
+    empt = B[B_EMPT]
+    P = color.shape[0]
+    gam2 = np.zeros((2, P), np.float64)
+    dyn = np.zeros(P, np.float64)
+    dmark = np.zeros(P, np.int32)
+    skip = np.zeros(P, np.int32)
+    made = np.full((2, P), -1, np.int64)  # the ver[p] each cached weight was made at
+    keys = np.empty(MAX_KEYS, np.int64)
+    near = np.empty(20, np.int64)
+    played = 0
+    turn = 0
+    while played < max_moves and meta[M_PASSES] < 2:
+        turn += 1
+        stone = meta[M_TOPLAY]
+        v = 0 if stone == 1 else 1
+        gam = gam2[v]
+        n = meta[M_NEMPTY]
+        total = 0.0
+        for k in range(n):
+            p = empt[k]
+            if made[v, p] != S[4][p]:  # refreshed since: the 3x3 code or save-atari may differ
+                gam[p] = np.exp(min(_static(B, S, tab, w, p, stone), 30.0))
+                made[v, p] = S[4][p]
+            total += gam[p]
+        # the previous move's neighbourhood: response, neighbour, nakade
+        m = S[2][1]
+        nk = 0
+        nak = nakade_point(S, W)
+        if m >= 0:
+            for i in range(12):
+                q = m + OFF12[i, 0] * W + OFF12[i, 1]
+                if q >= 0 and q < P and color[q] == EMPTY:
+                    near[nk] = q
+                    nk += 1
+        if nak >= 0 and color[nak] == EMPTY:
+            near[nk] = nak
+            nk += 1
+        for j in range(nk):
+            q = near[j]
+            if dmark[q] == turn:
+                continue
+            dmark[q] = turn
+            c = features(B, S, q, stone, False, nak, keys)
+            dyn[q] = np.exp(min(score(tab, w, ROLLOUT, keys, c), 30.0))
+            total += dyn[q] - gam[q]
+        done = False
+        for _ in range(n):
+            if total <= 1e-12:
+                break
+            x = (_rand(rng) / 2147483648.0) * total
+            pick = -1
+            acc = 0.0
+            for k in range(n):
+                p = empt[k]
+                if skip[p] == turn:
+                    continue
+                acc += dyn[p] if dmark[p] == turn else gam[p]
+                pick = p
+                if acc > x:
+                    break
+            if pick < 0:
+                break
+            if is_eye(color, pick, stone, W) or _legal(color, B[B_HEAD], B[B_NXT], B[B_LIBS], meta, B[9],
+                                                        B[10], B[11], pick, stone) != LEGAL:
+                skip[pick] = turn
+                total -= dyn[pick] if dmark[pick] == turn else gam[pick]
+                continue
+            play(B, S, pick, stone)
+            done = True
+            break
+        if not done:
+            play(B, S, -1, stone)
+        played += 1
+    return played
