@@ -6,6 +6,14 @@ fill the mover's own eyes) from board tuple ``B``, as +1/-1/0 from the point
 of view of the player to move in ``B``. ``B`` is not modified; ``scratch`` is
 a board tuple of the same size whose history has room for ``B``'s history
 plus ``max_moves``. A playout cut off at ``max_moves`` is scored as it stands.
+
+Pattern rollouts (AlphaGo's rollout policy, ``alphalite.go.patterns``):
+``PatternPolicy.load(name)`` reads a shipped or exported pattern policy;
+``pattern_rollout_value(B, scratch, rng, max_moves, komi, n, tab, w)`` is
+``rollout_value`` with that policy; ``pattern_rollout_margin`` plays one
+rollout and returns black's area margin minus komi (its sign names the
+winner); ``PatternPolicy.priors(B)`` gives the tree policy's move
+probabilities for the search's priors.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from alphalite.go import patterns
 from alphalite.go.board import B_HIST, B_META, M_NHIST, M_TOPLAY, area, copy_board, init_board, playout, zobrist_table
 
 
@@ -30,6 +39,63 @@ def rollout_value(B, scratch, rng, max_moves, komi, n):
         elif score < 0:
             total -= me
     return total / n
+
+
+@njit(cache=True)
+def pattern_rollout_margin(B, rng, max_moves, komi, tab, w):
+    """One pattern rollout on ``B`` itself (it is played to the end): black's
+    area minus white's minus komi."""
+    S = patterns.state_for(B)
+    patterns.rollout(B, S, tab, w, rng, max_moves)
+    black, white = area(B)
+    return black - white - komi
+
+
+@njit(cache=True)
+def pattern_rollout_value(B, scratch, rng, max_moves, komi, n, tab, w):
+    """``rollout_value`` with the pattern rollout policy (table ``tab``, weights ``w``)."""
+    me = B[B_META][M_TOPLAY]
+    base = patterns.state_for(B)
+    S = patterns.new_state(scratch)
+    total = 0.0
+    for _ in range(n):
+        copy_board(scratch, B)
+        patterns.copy_state(S, base)
+        patterns.rollout(scratch, S, tab, w, rng, max_moves)
+        black, white = area(scratch)
+        score = black - white - komi
+        if score > 0:
+            total += me
+        elif score < 0:
+            total -= me
+    return total / n
+
+
+class PatternPolicy:
+    """A pattern softmax policy (rollout or tree) loaded by name or folder."""
+
+    def __init__(self, tab, w, row, info):
+        self.tab, self.w, self.row, self.info = tab, w, row, info
+
+    @classmethod
+    def load(cls, ref):
+        from alphalite.nn import checkpoint
+
+        d = checkpoint.find_model_dir(ref)
+        info = checkpoint.read_model_info(d)
+        if info["model"] != "patterns":
+            raise checkpoint.CheckpointError(f"{ref} is not a pattern policy (model {info['model']!r})")
+        try:
+            tab, w, row = patterns.load_policy(d, info)
+        except ValueError as e:
+            raise checkpoint.CheckpointError(str(e)) from None
+        return cls(tab, w, row, info)
+
+    def priors(self, B) -> np.ndarray:
+        """float64 [size*size+1]: move probabilities on board tuple ``B``."""
+        out = np.zeros(int(B[B_META][0]) ** 2 + 1, np.float64)
+        patterns.probabilities(B, patterns.state_for(B), self.tab, self.w, self.row, out)
+        return out
 
 
 class RolloutScratch:

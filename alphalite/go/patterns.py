@@ -34,7 +34,7 @@ from numba import njit
 
 from alphalite.go.board import (
     B_COLOR, B_EMPT, B_GSIZE, B_HEAD, B_LIBS, B_META, B_NXT, EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
-    M_TOPLAY, WALL, _legal, _nb, _rand, do_pass, is_eye, is_self_atari, place)
+    M_TOPLAY, M_LAST, WALL, _legal, _nb, _rand, do_pass, is_eye, is_self_atari, place)
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
 TYPE_SHIFT = 56
@@ -84,6 +84,29 @@ def new_state(B):
     S = (np.full((2, P), -1, np.int64), np.zeros(P, np.int16), pm, np.zeros(P, np.int64), np.zeros(P, np.int64))
     recompute(B, S)
     return S
+
+
+@njit(cache=True)
+def state_for(B):
+    """``new_state(B)`` with the previous two moves taken from the board's
+    record (the captures of the last move are not known there, so no nakade
+    feature on the first move)."""
+    S = new_state(B)
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    for k in range(2):
+        m = meta[M_LAST + k]
+        S[2][1 + k] = -1 if m < 0 or m >= size * size else (m // size + 1) * (size + 2) + m % size + 1
+    return S
+
+
+@njit(cache=True)
+def copy_state(dst, src):
+    dst[0][:] = src[0]
+    dst[1][:] = src[1]
+    dst[2][:] = src[2]
+    dst[3][:] = src[3]
+    dst[4][:] = src[4]
 
 
 @njit(cache=True, inline="always")
@@ -190,6 +213,12 @@ def play(B, S, p, stone):
                 r = nxt[r]
                 if r == g:
                     break
+    # liberty buckets (1, 2, 3+) of the four neighbours' groups before the move:
+    # a group whose bucket stays the same changes no code away from p
+    before = np.empty(4, np.int64)
+    for i in range(4):
+        q = _nb(p, W, i)
+        before[i] = _bucket(libs[head[q]]) if (color[q] == 1 or color[q] == -1) else -1
     place(B, p, stone)
     pm[0] = n
     codes, mark, ver = S[0], S[3], S[4]
@@ -198,7 +227,7 @@ def play(B, S, p, stone):
     _refresh_around(color, head, libs, codes, ver, gen, p, W)
     for i in range(4):
         q = _nb(p, W, i)
-        if color[q] == 1 or color[q] == -1:
+        if (color[q] == 1 or color[q] == -1) and _bucket(libs[head[q]]) != before[i]:
             _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, head[q], W)
     for j in range(n):
         c = caps[j]
@@ -207,6 +236,11 @@ def play(B, S, p, stone):
             q = _nb(c, W, i)
             if color[q] == 1 or color[q] == -1:
                 _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, head[q], W)
+
+
+@njit(cache=True, inline="always")
+def _bucket(n):
+    return 1 if n <= 1 else (2 if n == 2 else 3)
 
 
 # ---------------------------------------------------------------- features
@@ -392,6 +426,20 @@ def save(path, tab, w, counts, min_count: int = 1, info: dict | None = None) -> 
     return int(keep.sum())
 
 
+POLICIES = {"rollout": ROLLOUT, "tree": TREE}
+
+
+def load_policy(model_dir, info: dict):
+    """(tab, w, row) of an exported pattern policy folder whose
+    ``model.json`` is ``info``; ValueError for an unknown policy."""
+    import os
+
+    if info.get("policy") not in POLICIES:
+        raise ValueError(f"{model_dir}: unknown pattern policy {info.get('policy')!r} (one of {', '.join(POLICIES)})")
+    tab, w, _ = load(os.path.join(model_dir, info.get("weights", "weights.npz")))
+    return tab, w, POLICIES[info["policy"]]
+
+
 def load(path):
     """(tab, w, info) from a file written by ``save``."""
     import json
@@ -434,6 +482,23 @@ def logits(B, S, tab, w, model, out):
                 continue
             n = features(B, S, p, stone, model == TREE, nak, keys)
             out[r * size + c] = score(tab, w, model, keys, n)
+
+
+@njit(cache=True)
+def probabilities(B, S, tab, w, model, out):
+    """Softmax of ``logits`` into ``out`` [size*size+1] (0 for illegal
+    points; all on pass when no point is legal): the tree policy's priors."""
+    logits(B, S, tab, w, model, out)
+    mx = out.max()
+    if mx <= NEG / 2:
+        out[:] = 0.0
+        out[-1] = 1.0
+        return
+    z = 0.0
+    for i in range(out.shape[0]):
+        out[i] = 0.0 if out[i] <= NEG / 2 else np.exp(out[i] - mx)
+        z += out[i]
+    out /= z
 
 
 # ---------------------------------------------------------------- rollouts

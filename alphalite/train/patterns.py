@@ -21,7 +21,6 @@ from numba import njit
 
 from alphalite.go import board, patterns as pt
 
-POLICIES = {"rollout": pt.ROLLOUT, "tree": pt.TREE}
 
 
 @njit(cache=True)
@@ -237,17 +236,6 @@ def export(workdir, out_dir, *, policy: str, size: int = 19, min_count: int = 50
     return n
 
 
-def load_policy(model_dir, info: dict):
-    """(tab, w, row) of an exported pattern policy folder."""
-    if info.get("policy") not in POLICIES:
-        from alphalite.nn.checkpoint import CheckpointError
-
-        raise CheckpointError(f"{model_dir}: unknown pattern policy {info.get('policy')!r} "
-                              f"(one of {', '.join(POLICIES)})")
-    tab, w, _ = pt.load(Path(model_dir) / info.get("weights", "weights.npz"))
-    return tab, w, POLICIES[info["policy"]]
-
-
 def evaluate(model_dir, info: dict, data_dir, split: str, max_games: int = 0) -> dict:
     """The eval-policy metrics (``train.metrics.MovePredictionStats``) of an
     exported pattern policy on a dataset split, replayed game by game so the
@@ -255,7 +243,7 @@ def evaluate(model_dir, info: dict, data_dir, split: str, max_games: int = 0) ->
     from alphalite.train import metrics
 
     size = int(info["board_size"])
-    tab, w, row = load_policy(model_dir, info)
+    tab, w, row = pt.load_policy(model_dir, info)
     arrs, total = _load_split(data_dir, split, size)
     zob = board.zobrist_table()
     A = size * size + 1

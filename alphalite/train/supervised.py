@@ -341,6 +341,26 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     return {**last, "step": step, "stopped": stopped, "seconds": meta["seconds"]}
 
 
+def _evaluate_patterns(checkpoint, model_dir, sources, *, max_games: int, split: str) -> dict:
+    # A pattern softmax policy needs each game's previous moves and captures,
+    # so it replays whole games (train.patterns) rather than encoded batches.
+    import tempfile
+
+    from alphalite.data import dataset
+    from alphalite.train import patterns
+
+    info = ckpt.read_model_info(model_dir)
+    size = int(info["board_size"])
+    with tempfile.TemporaryDirectory(prefix="alphalite-eval-") as tmp:
+        data_dir, use_split = dataset.resolve_eval_source(sources, tmp, split=split, board_size=size,
+                                                          max_games=max_games)
+        res = patterns.evaluate(model_dir, info, data_dir, use_split, max_games=max_games)
+    if not res["positions"]:
+        raise dataset.DatasetError(f"nothing to evaluate: split {use_split!r} of {data_dir} holds no "
+                                   f"position of size {size}")
+    return {"checkpoint": str(checkpoint), **res}
+
+
 def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int = 0, split: str = "test",
                         batch_size: int = 256, plot_dir: str | None = None) -> dict:
     """The `alphalite eval-policy` metrics for a checkpoint on SGF sources or
@@ -349,6 +369,9 @@ def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int =
 
     from alphalite.data import dataset
 
+    model_dir = ckpt.find_model_dir(checkpoint)
+    if (model_dir / "model.json").exists() and ckpt.read_model_info(model_dir)["model"] == "patterns":
+        return _evaluate_patterns(checkpoint, model_dir, sources, max_games=max_games, split=split)
     info, model, variables = ckpt.load_model(checkpoint, "policy")
     size, preset = int(info["board_size"]), info.get("preset", "default")
     predict = make_predict(model, masked=True)
