@@ -1,0 +1,214 @@
+"""The pattern rollout/tree policies: codes, features, sampler, training."""
+
+import numpy as np
+import pytest
+
+from alphalite.go import board as bd
+from alphalite.go import patterns as pt
+from alphalite.train import patterns as tp
+
+
+def _padded(r, c, size):
+    return (r + 1) * (size + 2) + c + 1
+
+
+def _random_game(size, seed, moves):
+    """A board tuple after up to ``moves`` random legal moves, with its pattern tuple kept by ``pt.play``,
+    checked against a full recomputation after every move."""
+    rng = np.random.default_rng(seed)
+    B = bd.new_game(size).copy_tuple(4 * moves)
+    S = pt.new_state(B)
+    for _ in range(moves):
+        stone = int(B[bd.B_META][bd.M_TOPLAY])
+        legal = [p for p in range(len(B[bd.B_COLOR])) if B[bd.B_COLOR][p] == bd.EMPTY
+                 and bd.legal_reason(B, p, stone) == bd.LEGAL]
+        if not legal:
+            break
+        pt.play(B, S, int(rng.choice(legal)), stone)
+        full = (S[0].copy(),) + S[1:]
+        pt.recompute(B, full)
+        assert (full[0] == S[0]).all()
+    return B, S
+
+
+def test_incremental_codes_equal_recomputation():
+    for seed in range(3):
+        _random_game(9, seed, 120)
+
+
+def _transform(grid, s):
+    g = grid
+    if s & 4:
+        g = g.T
+    if s & 1:
+        g = g[::-1, :]
+    if s & 2:
+        g = g[:, ::-1]
+    return np.ascontiguousarray(g)
+
+
+def _grid_point(r, c, s, size):
+    if s & 4:
+        r, c = c, r
+    if s & 1:
+        r = size - 1 - r
+    if s & 2:
+        c = size - 1 - c
+    return r, c
+
+
+def test_codes_invariant_under_symmetries():
+    size = 9
+    B, S = _random_game(size, 7, 60)
+    grid = B[bd.B_COLOR].reshape(size + 2, size + 2)[1:-1, 1:-1].copy()
+    m = int(S[2][1])
+    mr, mc = m // (size + 2) - 1, m % (size + 2) - 1
+    for s in range(8):
+        T = bd.from_stones(_transform(grid, s)).copy_tuple()
+        T_S = pt.new_state(T)
+        W = size + 2
+        tm = _padded(*_grid_point(mr, mc, s, size), size)
+        for r in range(size):
+            for c in range(size):
+                p, q = _padded(r, c, size), _padded(*_grid_point(r, c, s, size), size)
+                assert S[0][0, p] == T_S[0][0, q] and S[0][1, p] == T_S[0][1, q]
+                if grid[r, c] == 0:
+                    for stone in (1, -1):
+                        assert pt.response(B[0], B[1], B[3], m, p, stone, W) == \
+                            pt.response(T[0], T[1], T[3], tm, q, stone, W)
+
+
+def test_liberty_buckets_match_board():
+    size = 9
+    B, _ = _random_game(size, 3, 80)
+    state = bd.GoState(size, 7.5, True, False, B)
+    libs = bd.liberties(state).reshape(size, size)
+    for r in range(size):
+        for c in range(size):
+            p = _padded(r, c, size)
+            colour = B[bd.B_COLOR][p]
+            if colour == 0:
+                continue
+            k = pt._cell(B[0], B[1], B[3], p, 1)
+            want = min(int(libs[r, c]), 3) + 1 + (0 if colour == 1 else 3)
+            assert k == want
+
+
+DIAGRAM = """
+. . . . .
+. O X O .
+. . O . .
+. O . O .
+. . . . .
+"""
+
+
+def test_save_atari_and_self_atari():
+    B = bd.parse_diagram(DIAGRAM).copy_tuple()
+    assert pt.save_atari(B, _padded(0, 2, 5), 1)
+    assert not pt.save_atari(B, _padded(4, 2, 5), 1)
+    assert bd.is_self_atari(B, _padded(3, 2, 5), 1, False)
+    S = pt.new_state(B)
+    keys = np.zeros(pt.MAX_KEYS, np.int64)
+    n = pt.features(B, S, _padded(3, 2, 5), 1, True, -1, keys)
+    assert (pt.T_SELFATARI << pt.TYPE_SHIFT) in keys[:n]
+    n = pt.features(B, S, _padded(0, 2, 5), 1, False, -1, keys)
+    assert (pt.T_SAVE << pt.TYPE_SHIFT) in keys[:n]
+
+
+def test_nakade_point_after_capture_of_three():
+    B = bd.parse_diagram("""
+    . X X X . . .
+    X O O O X . .
+    . X X . . . .
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    """).copy_tuple()
+    S = pt.new_state(B)
+    assert pt.nakade_point(S, 9) == -1
+    pt.play(B, S, _padded(2, 3, 7), 1)
+    assert S[2][0] == 3
+    assert pt.nakade_point(S, 9) == _padded(1, 2, 7)
+
+
+def test_sampler_plays_legal_moves_and_fills_no_eye():
+    rng = np.random.default_rng(0)
+    keys = [pt._key(t, 0) for t in (pt.T_SAVE, pt.T_NBR, pt.T_NAKADE)]
+    tab, w = pt.table_from(np.array(keys), rng.normal(0, 2, (2, len(keys))))
+    lcg = np.array([3], np.int64)
+    for size in (7, 9):
+        B = bd.new_game(size).copy_tuple(4 * size * size)
+        S = pt.new_state(B)
+        for _ in range(3 * size * size):
+            meta = B[bd.B_META]
+            if meta[bd.M_PASSES] >= 2:
+                break
+            stone = int(meta[bd.M_TOPLAY])
+            W = size + 2
+            ok = {p for p in range(len(B[0])) if B[0][p] == 0 and bd.legal_reason(B, p, stone) == bd.LEGAL
+                  and not bd.is_eye(B[0], p, stone, W)}
+            pt.rollout(B, S, tab, w, lcg, 1)
+            last = int(B[bd.B_META][bd.M_LAST])
+            if last == size * size:
+                assert not ok
+            else:
+                assert _padded(last // size, last % size, size) in ok
+
+
+def _planted_games(n_games, size, seed):
+    """Random games whose every move, where it can, is 8-connected to the previous one."""
+    rng = np.random.default_rng(seed)
+    moves, offs = [], [0]
+    for _ in range(n_games):
+        st = bd.new_game(size, superko=False)
+        last = None
+        for _ in range(40):
+            legal = [int(m) for m in np.flatnonzero(bd.legal_moves(st)) if m < size * size]
+            near = [m for m in legal if last is not None and abs(m // size - last // size) <= 1
+                    and abs(m % size - last % size) <= 1]
+            m = int(rng.choice(near or legal))
+            st = bd.play(st, m)
+            moves.append(m)
+            last = m
+        offs.append(len(moves))
+    mv = np.array(moves, np.int64)
+    col = np.tile(np.array([1, -1] * 20, np.int64), n_games)
+    return (np.array(offs, np.int64), mv, col, np.zeros(n_games + 1, np.int64), np.zeros(0, np.int64),
+            np.zeros(0, np.int8))
+
+
+def test_tiny_training_learns_planted_preference():
+    size = 7
+    arrs = _planted_games(30, size, 1)
+    cap = 1 << 14
+    tab, w = np.zeros(cap, np.int64), np.zeros((2, cap), np.float32)
+    acc, counts = np.zeros((2, cap), np.float32), np.zeros(cap, np.int64)
+    zob = bd.zobrist_table()
+
+    def run(order, train):
+        stats = np.zeros((2, 2), np.int64)
+        tp._games(size, zob, *arrs, order, tab, w, acc, counts, 0.1, cap // 2, np.zeros(1, np.int64), train,
+                  stats, tp.EMPTY_LOGITS, tp.EMPTY_MOVES)
+        return stats[0, 1] / stats[0, 0]
+
+    before = run(np.arange(20, 30), False)
+    run(np.arange(20), True)
+    after = run(np.arange(20, 30), False)
+    nbr = pt.lookup(tab, pt._key(pt.T_NBR, 0))
+    assert nbr >= 0 and w[pt.ROLLOUT, nbr] > 1.0
+    assert after > before + 0.05
+
+
+def test_save_and_load_round_trip(tmp_path):
+    keys = np.array([pt._key(pt.T_PAT3, 5), pt._key(pt.T_NBR, 0)])
+    tab, w = pt.table_from(keys, np.array([[0.5, -1.0], [0.25, 2.0]]))
+    counts = (tab != 0).astype(np.int64)
+    assert pt.save(tmp_path / "w.npz", tab, w, counts) == 2
+    tab2, w2, _ = pt.load(tmp_path / "w.npz")
+    for k in keys:
+        assert w2[:, pt.lookup(tab2, k)].tolist() == w[:, pt.lookup(tab, k)].tolist()
+    assert pt.lookup(tab2, pt._key(pt.T_SAVE, 0)) == -1
+    with pytest.raises(ValueError, match="unknown pattern policy"):
+        pt.load_policy(tmp_path, {"policy": "nope"})
