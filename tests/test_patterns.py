@@ -71,7 +71,11 @@ def test_codes_invariant_under_symmetries():
         for r in range(size):
             for c in range(size):
                 p, q = _padded(r, c, size), _padded(*_grid_point(r, c, s, size), size)
-                assert S[0][0, p] == T_S[0][0, q] and S[0][1, p] == T_S[0][1, q]
+                for v in (0, 1):
+                    assert pt.canon3(S[0][v, p]) == pt.canon3(T_S[0][v, q])
+                    if grid[r, c] == 0 and (r, c) != (mr, mc):
+                        # the raw codes are images of each other under some symmetry
+                        assert T_S[0][v, q] in [pt.sym3(S[0][v, p], k) for k in range(8)]
                 if grid[r, c] == 0:
                     for stone in (1, -1):
                         assert pt.response(B[0], B[1], B[3], m, p, stone, W) == \
@@ -203,12 +207,14 @@ def test_tiny_training_learns_planted_preference():
 
 def test_save_and_load_round_trip(tmp_path):
     keys = np.array([pt._key(pt.T_PAT3, 5), pt._key(pt.T_NBR, 0)])
-    tab, w = pt.table_from(keys, np.array([[0.5, -1.0], [0.25, 2.0]]))
+    tab, w = pt.table_from(keys, np.array([[0.5, -1.0], [0.25, 2.0]]), expand=False)
     counts = (tab != 0).astype(np.int64)
     assert pt.save(tmp_path / "w.npz", tab, w, counts) == 2
     tab2, w2, _ = pt.load(tmp_path / "w.npz")
     for k in keys:
         assert w2[:, pt.lookup(tab2, k)].tolist() == w[:, pt.lookup(tab, k)].tolist()
     assert pt.lookup(tab2, pt._key(pt.T_SAVE, 0)) == -1
+    image = pt._key(pt.T_PAT3, pt.sym3(5, 3))  # load adds the symmetric images
+    assert image != keys[0] and w2[0, pt.lookup(tab2, image)] == 0.5
     with pytest.raises(ValueError, match="unknown pattern policy"):
         pt.load_policy(tmp_path, {"policy": "nope"})

@@ -17,14 +17,15 @@ Features of a candidate empty point ``p`` for the player to move, each a
 - tree policy only: ``T_SELFATARI`` and ``T_DIST1``/``T_DIST2``, the
   Manhattan distance to the previous two moves (capped at ``DIST_CAP``).
 
-The 3x3 codes of every empty point, for both colours to move, live in
+The raw (unreduced) 3x3 codes of every empty point, for both colours to move, live in
 ``codes[2, P]`` of a *pattern tuple* ``S`` beside the board tuple; ``play``
 updates them only where a move changed something: around the move, around
 captured stones and around every stone of a group whose liberties changed.
 
 Weights: one open-addressing table of keys with two weight rows (rollout,
-tree); unknown keys weigh 0. ``save``/``load`` store only keys seen in
-training (npz, float16 weights).
+tree); unknown keys weigh 0. Training uses canonical keys; ``save`` stores
+those seen in training (npz, float16 weights) and ``load`` adds each
+pattern's 8 symmetric images, so rollouts look raw codes up directly.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from numba import njit
 
 from alphalite.go.board import (
     B_COLOR, B_EMPT, B_GSIZE, B_HEAD, B_LIBS, B_META, B_NXT, EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
-    M_TOPLAY, M_LAST, WALL, _legal, _nb, _rand, do_pass, is_eye, is_self_atari, place)
+    M_TOPLAY, M_LAST, WALL, _borrow, _legal, _nb, _rand, do_pass, is_eye, is_self_atari, place)
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
 TYPE_SHIFT = 56
@@ -121,28 +122,47 @@ def _cell(color, head, libs, q, stone):
     return k if c == stone else k + 3
 
 
-@njit(cache=True)
-def pat3(color, head, libs, p, stone, W):
-    """Canonical 3x3 code of empty ``p`` for ``stone`` to move."""
-    v = np.empty(8, np.int64)
+@njit(cache=True, inline="always")
+def raw3(color, head, libs, p, stone, W):
+    """The 3x3 code of ``p`` for ``stone`` to move, as the board lies."""
+    code = np.int64(0)
     for i in range(8):
-        v[i] = _cell(color, head, libs, p + OFF8[i, 0] * W + OFF8[i, 1], stone)
-    best = np.int64(-1)
-    for s in range(8):
-        code = np.int64(0)
-        for i in range(8):
-            code |= v[i] << (3 * PERM8[s, i])
-        if best < 0 or code < best:
-            best = code
+        code |= np.int64(_cell(color, head, libs, p + OFF8[i, 0] * W + OFF8[i, 1], stone)) << (3 * i)
+    return code
+
+
+@njit(cache=True)
+def sym3(raw, s):
+    """``raw`` 3x3 code under symmetry ``s``."""
+    code = np.int64(0)
+    for i in range(8):
+        code |= ((raw >> (3 * i)) & 7) << (3 * PERM8[s, i])
+    return code
+
+
+@njit(cache=True)
+def canon3(raw):
+    """The least code of ``raw``'s 8 symmetric images."""
+    best = raw
+    for s in range(1, 8):
+        c = sym3(raw, s)
+        if c < best:
+            best = c
     return best
 
 
 @njit(cache=True)
+def pat3(color, head, libs, p, stone, W):
+    """Canonical 3x3 code of empty ``p`` for ``stone`` to move."""
+    return canon3(raw3(color, head, libs, p, stone, W))
+
+
+@njit(cache=True, inline="always")
 def _refresh(color, head, libs, codes, ver, stamp, q, W):
     ver[q] = stamp
     if color[q] == EMPTY:
-        codes[0, q] = pat3(color, head, libs, q, 1, W)
-        codes[1, q] = pat3(color, head, libs, q, -1, W)
+        codes[0, q] = raw3(color, head, libs, q, 1, W)
+        codes[1, q] = raw3(color, head, libs, q, -1, W)
     elif color[q] != WALL:
         codes[0, q] = -1
         codes[1, q] = -1
@@ -159,7 +179,7 @@ def recompute(B, S):
             _refresh(color, head, libs, S[0], S[4], S[2][3], q, W)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _refresh_around(color, head, libs, codes, ver, stamp, p, W):
     _refresh(color, head, libs, codes, ver, stamp, p, W)
     for i in range(8):
@@ -192,7 +212,8 @@ def play(B, S, p, stone):
     if p < 0:
         do_pass(B)
         return
-    color, head, nxt, libs = B[B_COLOR], B[B_HEAD], B[B_NXT], B[B_LIBS]
+    # borrowed views: no reference counting in the many small calls below
+    color, head, nxt, libs = _borrow(B[B_COLOR]), _borrow(B[B_HEAD]), _borrow(B[B_NXT]), _borrow(B[B_LIBS])
     W = B[B_META][M_SIZE] + 2
     caps = S[1]
     n = 0
@@ -221,7 +242,7 @@ def play(B, S, p, stone):
         before[i] = _bucket(libs[head[q]]) if (color[q] == 1 or color[q] == -1) else -1
     place(B, p, stone)
     pm[0] = n
-    codes, mark, ver = S[0], S[3], S[4]
+    codes, mark, ver = _borrow(S[0]), _borrow(S[3]), _borrow(S[4])
     pm[3] += 1
     gen = pm[3]
     _refresh_around(color, head, libs, codes, ver, gen, p, W)
@@ -246,7 +267,7 @@ def _bucket(n):
 # ---------------------------------------------------------------- features
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def save_atari(B, p, stone):
     """``p`` is the last liberty of an own group, and playing there leaves
     the group two or more liberties (captures counted)."""
@@ -259,10 +280,10 @@ def save_atari(B, p, stone):
     return False
 
 
-@njit(cache=True)
-def response(color, head, libs, m, p, stone, W):
-    """Canonical code of the diamond around previous move ``m`` with ``p``'s
-    place in it, or -1 if ``p`` is not in the diamond."""
+@njit(cache=True, inline="always")
+def response(color, head, libs, m, p, stone, W, canon=True):
+    """Code of the diamond around previous move ``m`` with ``p``'s place in
+    it (canonical, or raw as the board lies), or -1 if ``p`` is not in it."""
     dr = p // W - m // W
     dc = p % W - m % W
     k = -1
@@ -271,25 +292,34 @@ def response(color, head, libs, m, p, stone, W):
             k = i
     if k < 0:
         return np.int64(-1)
-    v = np.empty(12, np.int64)
+    raw = np.int64(k) << 36
     for i in range(12):
         r = m // W + OFF12[i, 0]
         c = m % W + OFF12[i, 1]
-        if r < 0 or c < 0 or r >= W or c >= W:
-            v[i] = 1
-        else:
-            v[i] = _cell(color, head, libs, r * W + c, stone)
-    best = np.int64(-1)
-    for s in range(8):
-        code = PERM12[s, k] << 36
-        for i in range(12):
-            code |= v[i] << (3 * PERM12[s, i])
-        if best < 0 or code < best:
-            best = code
-    return best
+        v = 1 if (r < 0 or c < 0 or r >= W or c >= W) else _cell(color, head, libs, r * W + c, stone)
+        raw |= np.int64(v) << (3 * i)
+    return canon12(raw) if canon else raw
 
 
 @njit(cache=True)
+def sym12(raw, s):
+    code = PERM12[s, (raw >> 36) & 15] << 36
+    for i in range(12):
+        code |= ((raw >> (3 * i)) & 7) << (3 * PERM12[s, i])
+    return code
+
+
+@njit(cache=True)
+def canon12(raw):
+    best = raw
+    for s in range(1, 8):
+        c = sym12(raw, s)
+        if c < best:
+            best = c
+    return best
+
+
+@njit(cache=True, inline="always")
 def nakade_point(S, W):
     """The vital point of the space the last move's 3-6 captured stones
     left (most 4-neighbours inside it, if unique), or -1."""
@@ -326,14 +356,16 @@ def _dist(a, b, W):
     return d if d < DIST_CAP else DIST_CAP
 
 
-@njit(cache=True)
-def features(B, S, p, stone, tree, nak, keys):
+@njit(cache=True, inline="always")
+def features(B, S, p, stone, tree, nak, keys, raw=False):
     """The keys of candidate empty ``p`` for ``stone`` into ``keys``; returns
-    how many. ``nak``: ``nakade_point(S, W)``, computed once a position."""
+    how many. ``nak``: ``nakade_point(S, W)``, computed once a position.
+    ``raw``: pattern keys as the board lies (for a table from ``load``)."""
     color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
     W = B[B_META][M_SIZE] + 2
     n = 0
-    keys[n] = _key(T_PAT3, S[0][0 if stone == 1 else 1, p])
+    code = S[0][0 if stone == 1 else 1, p]
+    keys[n] = _key(T_PAT3, code if raw else canon3(code))
     n += 1
     if save_atari(B, p, stone):
         keys[n] = _key(T_SAVE, 0)
@@ -343,7 +375,7 @@ def features(B, S, p, stone, tree, nak, keys):
         if abs(p // W - m // W) <= 1 and abs(p % W - m % W) <= 1:
             keys[n] = _key(T_NBR, 0)
             n += 1
-        r = response(color, head, libs, m, p, stone, W)
+        r = response(color, head, libs, m, p, stone, W, not raw)
         if r >= 0:
             keys[n] = _key(T_RESP, r)
             n += 1
@@ -369,7 +401,7 @@ def _slot0(key, mask):
     return ((key * np.int64(-7046029254386353131)) >> 20) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def lookup(tab, key):
     """Slot of ``key`` in key table ``tab`` (0 = free slot), or -1."""
     mask = tab.shape[0] - 1
@@ -399,21 +431,27 @@ def insert(tab, key):
     return -1
 
 
-def table_from(keys: np.ndarray, weights: np.ndarray):
-    """(tab, w [2, C] float32) holding ``keys`` with their ``weights`` [2, n]."""
-    cap = 1 << max(10, int(2 * len(keys) - 1).bit_length())
+def table_from(keys: np.ndarray, weights: np.ndarray, expand: bool = True):
+    """(tab, w [2, C] float32) holding ``keys`` with their ``weights`` [2, n]
+    and, with ``expand``, every symmetric image of each pattern key."""
+    cap = 1 << max(10, int(2 * (8 if expand else 1) * len(keys) - 1).bit_length())
     tab = np.zeros(cap, np.int64)
     w = np.zeros((2, cap), np.float32)
-    _fill(tab, w, keys.astype(np.int64), weights.astype(np.float32))
+    _fill(tab, w, np.asarray(keys, np.int64), np.asarray(weights, np.float32), expand)
     return tab, w
 
 
 @njit(cache=True)
-def _fill(tab, w, keys, weights):
+def _fill(tab, w, keys, weights, expand):
+    mask = (np.int64(1) << TYPE_SHIFT) - 1
     for i in range(keys.shape[0]):
-        s = insert(tab, keys[i])
-        w[0, s] = weights[0, i]
-        w[1, s] = weights[1, i]
+        t = keys[i] >> TYPE_SHIFT
+        for s in range(8 if expand and (t == T_PAT3 or t == T_RESP) else 1):
+            code = keys[i] & mask
+            k = _key(t, sym3(code, s) if t == T_PAT3 else (sym12(code, s) if t == T_RESP else code))
+            slot = insert(tab, k)
+            w[0, slot] = weights[0, i]
+            w[1, slot] = weights[1, i]
 
 
 def save(path, tab, w, counts, min_count: int = 1, info: dict | None = None) -> int:
@@ -450,7 +488,7 @@ def load(path):
     return tab, w, info
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def score(tab, w, model, keys, n):
     t = 0.0
     for i in range(n):
@@ -504,12 +542,12 @@ def probabilities(B, S, tab, w, model, out):
 # ---------------------------------------------------------------- rollouts
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _static(B, S, tab, w, p, stone):
     # The part of a rollout logit that only local changes alter: the 3x3
     # pattern and save-atari.
     g = 0.0
-    s = lookup(tab, _key(T_PAT3, S[0][0 if stone == 1 else 1, p]))
+    s = lookup(tab, _key(T_PAT3, S[0][0 if stone == 1 else 1, p]))  # raw: the table holds every image
     if s >= 0:
         g += w[ROLLOUT, s]
     if save_atari(B, p, stone):
@@ -521,21 +559,26 @@ def _static(B, S, tab, w, p, stone):
 
 @njit(cache=True)
 def rollout(B, S, tab, w, rng, max_moves):
-    """Play the rollout policy to the end of the game on ``B``/``S``
+    """With a table from ``load``/``table_from`` (symmetric images added):
+    play the rollout policy to the end of the game on ``B``/``S``
     (sampling the softmax, never filling an own eye, passing only when no
     other move is left). Returns the moves played."""
-    meta = B[B_META]
+    meta = _borrow(B[B_META])
     W = meta[M_SIZE] + 2
-    color = B[B_COLOR]
-    empt = B[B_EMPT]
+    color = _borrow(B[B_COLOR])
+    empt = _borrow(B[B_EMPT])
+    tab = _borrow(tab)
+    w = _borrow(w)
     P = color.shape[0]
     gam2 = np.zeros((2, P), np.float64)
     dyn = np.zeros(P, np.float64)
     dmark = np.zeros(P, np.int32)
     skip = np.zeros(P, np.int32)
     made = np.full((2, P), -1, np.int64)  # the ver[p] each cached weight was made at
-    keys = np.empty(MAX_KEYS, np.int64)
-    near = np.empty(20, np.int64)
+    s = lookup(tab, _key(T_NBR, 0))
+    w_nbr = w[ROLLOUT, s] if s >= 0 else 0.0
+    s = lookup(tab, _key(T_NAKADE, 0))
+    w_nak = w[ROLLOUT, s] if s >= 0 else 0.0
     played = 0
     turn = 0
     while played < max_moves and meta[M_PASSES] < 2:
@@ -551,27 +594,33 @@ def rollout(B, S, tab, w, rng, max_moves):
                 gam[p] = np.exp(min(_static(B, S, tab, w, p, stone), 30.0))
                 made[v, p] = S[4][p]
             total += gam[p]
-        # the previous move's neighbourhood: response, neighbour, nakade
+        # the previous move's neighbourhood: response and neighbour weights on
+        # top of the static ones (the diamond's cells read once), nakade
         m = S[2][1]
-        nk = 0
         nak = nakade_point(S, W)
         if m >= 0:
+            base = np.int64(0)
+            for i in range(12):
+                r = m // W + OFF12[i, 0]
+                c = m % W + OFF12[i, 1]
+                v = 1 if (r < 0 or c < 0 or r >= W or c >= W) else _cell(color, B[B_HEAD], B[B_LIBS], r * W + c, stone)
+                base |= np.int64(v) << (3 * i)
             for i in range(12):
                 q = m + OFF12[i, 0] * W + OFF12[i, 1]
-                if q >= 0 and q < P and color[q] == EMPTY:
-                    near[nk] = q
-                    nk += 1
+                if q < 0 or q >= P or color[q] != EMPTY:
+                    continue
+                x = w_nbr if abs(OFF12[i, 0]) <= 1 and abs(OFF12[i, 1]) <= 1 else 0.0
+                s = lookup(tab, _key(T_RESP, base | (np.int64(i) << 36)))
+                if s >= 0:
+                    x += w[ROLLOUT, s]
+                dmark[q] = turn
+                dyn[q] = gam[q] * np.exp(min(x, 30.0))
+                total += dyn[q] - gam[q]
         if nak >= 0 and color[nak] == EMPTY:
-            near[nk] = nak
-            nk += 1
-        for j in range(nk):
-            q = near[j]
-            if dmark[q] == turn:
-                continue
-            dmark[q] = turn
-            c = features(B, S, q, stone, False, nak, keys)
-            dyn[q] = np.exp(min(score(tab, w, ROLLOUT, keys, c), 30.0))
-            total += dyn[q] - gam[q]
+            old = dyn[nak] if dmark[nak] == turn else gam[nak]
+            dmark[nak] = turn
+            dyn[nak] = old * np.exp(min(w_nak, 30.0))
+            total += dyn[nak] - old
         done = False
         for _ in range(n):
             if total <= 1e-12:
