@@ -881,6 +881,15 @@ def playout(B, rng, max_moves):
     return played
 
 
+# Inline kernels that other go-layer kernels (patterns) build on: the four
+# neighbours, the rollout LCG, a borrowed (uncounted) array view, and the
+# legality code of a move on unpacked arrays.
+neighbour = _nb
+lcg_rand = _rand
+borrow = _borrow
+legal_code = _legal
+
+
 # ---------------------------------------------------------------- GoState
 
 

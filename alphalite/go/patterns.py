@@ -35,7 +35,7 @@ from numba import njit
 
 from alphalite.go.board import (
     B_COLOR, B_EMPT, B_GSIZE, B_HEAD, B_LIBS, B_META, B_NXT, EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
-    M_TOPLAY, M_LAST, WALL, _borrow, _legal, _nb, _rand, do_pass, is_eye, is_self_atari, place)
+    M_TOPLAY, M_LAST, WALL, borrow, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
 TYPE_SHIFT = 56
@@ -213,12 +213,12 @@ def play(B, S, p, stone):
         do_pass(B)
         return
     # borrowed views: no reference counting in the many small calls below
-    color, head, nxt, libs = _borrow(B[B_COLOR]), _borrow(B[B_HEAD]), _borrow(B[B_NXT]), _borrow(B[B_LIBS])
+    color, head, nxt, libs = borrow(B[B_COLOR]), borrow(B[B_HEAD]), borrow(B[B_NXT]), borrow(B[B_LIBS])
     W = B[B_META][M_SIZE] + 2
     caps = S[1]
     n = 0
     for i in range(4):  # stones this move captures, before they go
-        q = _nb(p, W, i)
+        q = neighbour(p, W, i)
         if color[q] == -stone and libs[head[q]] == 1:
             g = head[q]
             dup = False
@@ -238,23 +238,23 @@ def play(B, S, p, stone):
     # a group whose bucket stays the same changes no code away from p
     before = np.empty(4, np.int64)
     for i in range(4):
-        q = _nb(p, W, i)
+        q = neighbour(p, W, i)
         before[i] = _bucket(libs[head[q]]) if (color[q] == 1 or color[q] == -1) else -1
     place(B, p, stone)
     pm[0] = n
-    codes, mark, ver = _borrow(S[0]), _borrow(S[3]), _borrow(S[4])
+    codes, mark, ver = borrow(S[0]), borrow(S[3]), borrow(S[4])
     pm[3] += 1
     gen = pm[3]
     _refresh_around(color, head, libs, codes, ver, gen, p, W)
     for i in range(4):
-        q = _nb(p, W, i)
+        q = neighbour(p, W, i)
         if (color[q] == 1 or color[q] == -1) and _bucket(libs[head[q]]) != before[i]:
             _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, head[q], W)
     for j in range(n):
         c = caps[j]
         _refresh_around(color, head, libs, codes, ver, gen, c, W)
         for i in range(4):
-            q = _nb(c, W, i)
+            q = neighbour(c, W, i)
             if color[q] == 1 or color[q] == -1:
                 _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, head[q], W)
 
@@ -274,7 +274,7 @@ def save_atari(B, p, stone):
     color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
     W = B[B_META][M_SIZE] + 2
     for i in range(4):
-        q = _nb(p, W, i)
+        q = neighbour(p, W, i)
         if color[q] == stone and libs[head[q]] == 1:
             return not is_self_atari(B, p, stone, False)
     return False
@@ -516,7 +516,7 @@ def logits(B, S, tab, w, model, out):
             p = (r + 1) * W + c + 1
             if color[p] != EMPTY:
                 continue
-            if _legal(color, B[B_HEAD], B[B_NXT], B[B_LIBS], meta, B[9], B[10], B[11], p, stone) != LEGAL:
+            if legal_code(color, B[B_HEAD], B[B_NXT], B[B_LIBS], meta, B[9], B[10], B[11], p, stone) != LEGAL:
                 continue
             n = features(B, S, p, stone, model == TREE, nak, keys)
             out[r * size + c] = score(tab, w, model, keys, n)
@@ -563,12 +563,12 @@ def rollout(B, S, tab, w, rng, max_moves):
     play the rollout policy to the end of the game on ``B``/``S``
     (sampling the softmax, never filling an own eye, passing only when no
     other move is left). Returns the moves played."""
-    meta = _borrow(B[B_META])
+    meta = borrow(B[B_META])
     W = meta[M_SIZE] + 2
-    color = _borrow(B[B_COLOR])
-    empt = _borrow(B[B_EMPT])
-    tab = _borrow(tab)
-    w = _borrow(w)
+    color = borrow(B[B_COLOR])
+    empt = borrow(B[B_EMPT])
+    tab = borrow(tab)
+    w = borrow(w)
     P = color.shape[0]
     gam2 = np.zeros((2, P), np.float64)
     dyn = np.zeros(P, np.float64)
@@ -625,7 +625,7 @@ def rollout(B, S, tab, w, rng, max_moves):
         for _ in range(n):
             if total <= 1e-12:
                 break
-            x = (_rand(rng) / 2147483648.0) * total
+            x = (lcg_rand(rng) / 2147483648.0) * total
             pick = -1
             acc = 0.0
             for k in range(n):
@@ -638,7 +638,7 @@ def rollout(B, S, tab, w, rng, max_moves):
                     break
             if pick < 0:
                 break
-            if is_eye(color, pick, stone, W) or _legal(color, B[B_HEAD], B[B_NXT], B[B_LIBS], meta, B[9],
+            if is_eye(color, pick, stone, W) or legal_code(color, B[B_HEAD], B[B_NXT], B[B_LIBS], meta, B[9],
                                                         B[10], B[11], pick, stone) != LEGAL:
                 skip[pick] = turn
                 total -= dyn[pick] if dmark[pick] == turn else gam[pick]
