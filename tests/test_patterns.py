@@ -218,3 +218,22 @@ def test_save_and_load_round_trip(tmp_path):
     assert image != keys[0] and w2[0, pt.lookup(tab2, image)] == 0.5
     with pytest.raises(ValueError, match="unknown pattern policy"):
         pt.load_policy(tmp_path, {"policy": "nope"})
+
+
+def test_search_entry_points():
+    from search.rollout import PatternPolicy, pattern_rollout_margin, pattern_rollout_value
+
+    keys = np.array([pt._key(pt.T_NBR, 0), pt._key(pt.T_DIST1, 1)])
+    tab, w = pt.table_from(keys, np.array([[1.0, 0.0], [1.0, 2.0]]))
+    st = bd.play(bd.play(bd.new_game(9), 40), 41)
+    B = st.copy_tuple(400)
+    scratch = st.copy_tuple(400)
+    v = pattern_rollout_value(B, scratch, np.array([9], np.int64), 300, 7.5, 8, tab, w)
+    assert -1.0 <= v <= 1.0 and B[bd.B_META][bd.M_MOVES] == 2  # B untouched
+    margin = pattern_rollout_margin(scratch, np.array([9], np.int64), 300, 7.5, tab, w)
+    black, white = bd.area(scratch)
+    assert margin == black - white - 7.5 and scratch[bd.B_META][bd.M_PASSES] == 2
+    pri = PatternPolicy(tab, w, pt.TREE, {}).priors(B)
+    assert abs(pri.sum() - 1) < 1e-9 and pri[40] == 0 and pri[41] == 0 and pri[81] == 0
+    # the tree policy's distance-1 weight makes the previous move's neighbours likelier
+    assert pri[32] > pri[0] and pri[42] > pri[80]
