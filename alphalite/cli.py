@@ -66,6 +66,22 @@ def _rl(args):
     return 130 if res.get("stopped") == "interrupted" else 0
 
 
+def _train_patterns(args):
+    import json
+
+    from alphalite.train import patterns
+
+    res = patterns.train(args.data, args.workdir, size=args.size, games=args.games, lr=args.lr, seed=args.seed,
+                         save_every_s=args.save_every, log=lambda s: print(s, flush=True))
+    for policy in ("rollout", "tree"):
+        out = getattr(args, f"export_{policy}")
+        if out:
+            res[f"{policy}_keys"] = patterns.export(args.workdir, out, policy=policy, size=args.size,
+                                                    min_count=args.min_count)
+    print(json.dumps(res, sort_keys=True))
+    return 0
+
+
 def _eval_policy(args):
     import json
 
@@ -196,8 +212,23 @@ def build_parser() -> argparse.ArgumentParser:
     config_lib.add_arguments(rl, RLConfig)
     rl.set_defaults(func=_rl)
 
+    tp = sub.add_parser("train-patterns", help="train the pattern rollout and tree policies on a dataset "
+                        "(resumable from WORKDIR/state.npz)")
+    tp.add_argument("data", help="a built dataset folder (its train split)")
+    tp.add_argument("--workdir", required=True, help="run folder (created, or resumed if it holds state.npz)")
+    tp.add_argument("--games", type=int, default=0, help="train games to use, in a seeded order (0 = all)")
+    tp.add_argument("--lr", type=float, default=0.05, help="Adagrad learning rate")
+    tp.add_argument("--size", type=int, default=19, help="board size")
+    tp.add_argument("--seed", type=int, default=0, help="seed of the game order")
+    tp.add_argument("--save-every", type=float, default=300.0, help="seconds between checkpoints")
+    tp.add_argument("--export-rollout", help="afterwards, write the rollout policy to this folder")
+    tp.add_argument("--export-tree", help="afterwards, write the tree policy to this folder")
+    tp.add_argument("--min-count", type=int, default=20, help="export keys seen at least this often")
+    tp.set_defaults(func=_train_patterns)
+
     ev = sub.add_parser("eval-policy", help="move-prediction metrics of a policy checkpoint")
-    ev.add_argument("--checkpoint", required=True, help="exported model folder or run folder")
+    ev.add_argument("--checkpoint", required=True, help="exported model folder or run folder, or a shipped "
+                    "name (pattern policies too: rollout19, tree19)")
     ev.add_argument("src", nargs="+", help="SGF files/folders/archives, or a dataset folder")
     ev.add_argument("--max-games", type=int, default=0, help="use at most this many games (0 = all)")
     ev.add_argument("--split", default="test", help="split to use when SRC is a dataset folder")

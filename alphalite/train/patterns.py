@@ -223,7 +223,7 @@ def train(data_dir, workdir, *, size: int = 19, games: int = 0, lr: float = 0.05
     return {"games": int(st["next"]), "positions": int(st["positions"]), "keys": int(st["kcount"][0])}
 
 
-def export(workdir, out_dir, *, policy: str, size: int = 19, min_count: int = 50) -> int:
+def export(workdir, out_dir, *, policy: str, size: int = 19, min_count: int = 20) -> int:
     """Write ``out_dir/model.json`` and ``weights.npz`` from a training state."""
     with np.load(Path(workdir) / "state.npz") as z:
         tab, w, counts, positions = z["tab"], z["w"], z["counts"], int(z["positions"])
@@ -269,24 +269,3 @@ def evaluate(model_dir, info: dict, data_dir, split: str, max_games: int = 0) ->
             "games": n_games, **stats.result()}
 
 
-def main(argv=None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m alphalite.train.patterns",
-                                 description="train the pattern rollout/tree policies on a dataset folder")
-    ap.add_argument("data")
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--games", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--size", type=int, default=19)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--save-every", type=float, default=300.0)
-    args = ap.parse_args(argv)
-    res = train(args.data, args.workdir, size=args.size, games=args.games, lr=args.lr, seed=args.seed,
-                save_every_s=args.save_every, log=lambda s: print(s, flush=True))
-    print(json.dumps(res))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
