@@ -52,8 +52,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rollouts", type=int, default=64)
     ap.add_argument("--moves", default="80,130,180")
     ap.add_argument("--policy", default="rollout19")
+    ap.add_argument("--beta", type=float, default=1.0, help="scale the pattern weights (inverse temperature)")
     args = ap.parse_args(argv)
     tab, w, _ = load_policy(args.policy)
+    w = w * np.float32(args.beta)
     games = dataset.load_games(args.data, "test", 19)
     a = games.arrays
     move_numbers = [int(x) for x in args.moves.split(",")]
@@ -83,7 +85,7 @@ def main(argv=None) -> int:
                 bw = _votes(B, scratch, rng, mm, float(a["komi"][g]), args.rollouts, tab, w, kind == "pattern")
                 black_says = 1 if 2 * bw > args.rollouts else (-1 if 2 * bw < args.rollouts else 0)
                 hits[(kind, m)] += int(black_says == winner)
-    res = {"benchmark": "rollout_winner", "cpu": cpu_name(), "policy": args.policy, "games": used,
+    res = {"benchmark": "rollout_winner", "cpu": cpu_name(), "policy": args.policy, "beta": args.beta, "games": used,
            "rollouts": args.rollouts, "seconds": round(time.time() - t0, 1)}
     for kind in ("uniform", "pattern"):
         res[kind] = {}
