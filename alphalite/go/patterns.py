@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go.board import (
-    B_COLOR, B_EMPT, B_GSIZE, B_HEAD, B_LIBS, B_META, B_NXT, EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
+    B_COLOR, B_EMPT, B_HEAD, B_LIBS, B_META, B_NXT, EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
     M_TOPLAY, M_LAST, WALL, borrow, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
