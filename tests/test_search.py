@@ -470,3 +470,25 @@ def test_collisions_on_a_tiny_tree(batch_size):
     assert max(sizes) <= batch_size
     assert t.node_terminal[: t.num_nodes].any()
     check_tree_against_board(s, t)
+
+
+def test_search_params_defaults_match_run_mcts_and_flags_build_it():
+    import argparse
+    import inspect
+
+    from alphalite.runtime import config
+    from search.params import SearchParams
+
+    sig = inspect.signature(run_mcts).parameters
+    kw = SearchParams().run_mcts_kwargs()
+    for name, value in kw.items():
+        assert sig[name].default == value, name
+    p = argparse.ArgumentParser()
+    config.add_arguments(p, SearchParams)
+    sp = config.from_args(SearchParams, p.parse_args(["--c-puct", "2.5", "--root-fpu-reduction", "0"]))
+    assert sp.c_puct == 2.5 and sp.root_fpu == 0.0 and sp.fpu_reduction == 0.25
+    assert SearchParams().root_fpu == 0.25
+    with pytest.raises(ValueError):
+        SearchParams(lam=1.5)
+    with pytest.raises(ValueError):
+        SearchParams(batch_size=0)
