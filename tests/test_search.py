@@ -492,3 +492,61 @@ def test_search_params_defaults_match_run_mcts_and_flags_build_it():
         SearchParams(lam=1.5)
     with pytest.raises(ValueError):
         SearchParams(batch_size=0)
+
+
+def _one_node(prior, visits, value_sum, virtual=None, node_visits=0, node_value_sum=0.0, legal=None):
+    """A one-node tree (node 0) in the kernel's dtypes, for pinning _pick."""
+    A = len(prior)
+    cp = np.array([prior], np.float32)
+    cl = np.array([legal if legal is not None else [True] * A], np.bool_)
+    cv = np.array([visits], np.int32)
+    cw = np.array([value_sum], np.float64)
+    cvl = np.array([virtual if virtual is not None else [0] * A], np.int32)
+    nvl = np.array([sum(virtual or [0])], np.int32)
+    nv = np.array([node_visits], np.int32)
+    nw = np.array([node_value_sum], np.float64)
+    return cp, cl, cv, cw, cvl, nv, nw, nvl
+
+
+def _pick0(tree, c_puct=1.5, fpu_reduction=0.25):
+    from search.mcts import _pick
+
+    return int(_pick(0, *tree, c_puct, fpu_reduction))
+
+
+def test_puct_pick_pinned_by_hand():
+    # N(s)=4 so sqrt=2. score = Q + c*P*2/(1+n):
+    # c=1.5: a0 0.5+0.5=1.0, a1 0.8+0.45=1.25, a2 -1+0.3=-0.7 -> a1
+    # c=10:  a0 0.5+3.333=3.833, a1 0.8+3.0=3.8, a2 -1+2=1.0  -> a0
+    tree = _one_node([0.5, 0.3, 0.2], [2, 1, 1], [1.0, 0.8, -1.0], node_visits=4)
+    assert _pick0(tree, c_puct=1.5) == 1
+    assert _pick0(tree, c_puct=10.0) == 0
+    # An illegal child is never picked, whatever its score.
+    tree = _one_node([0.5, 0.3, 0.2], [2, 1, 1], [1.0, 0.8, -1.0], node_visits=4, legal=[True, False, True])
+    assert _pick0(tree, c_puct=1.5) == 0
+
+
+def test_fpu_pinned_by_hand():
+    # Parent Q = 0.4/2 = 0.2, visited prior mass 0.5, sqrt(N)=sqrt(2).
+    # a0 (visited): 0.2 + 1.5*0.5*1.41421/2 = 0.73033
+    # a1 (unvisited): FPU + 1.5*0.4*1.41421 = FPU + 0.84853
+    #   reduction 0: FPU 0.2 -> 1.04853 -> a1
+    #   reduction 1: FPU 0.2-0.70711=-0.50711 -> 0.34142 -> a0
+    #   reduction 5: FPU clamped at -1 -> -0.15147 -> a0
+    tree = _one_node([0.5, 0.4, 0.1], [1, 0, 0], [0.2, 0.0, 0.0], node_visits=2, node_value_sum=0.4)
+    assert _pick0(tree, fpu_reduction=0.0) == 1
+    assert _pick0(tree, fpu_reduction=1.0) == 0
+    # Boundary: a1 wins while FPU > 0.73033-0.84853 = -0.1182, i.e. reduction < 0.3182/0.70711 = 0.45.
+    assert _pick0(tree, fpu_reduction=0.44) == 1
+    assert _pick0(tree, fpu_reduction=0.46) == 0
+
+
+def test_virtual_loss_pinned_by_hand():
+    # No virtual loss: sqrt(2); a0 0.6+0.53033=1.13033, a1 0.5+0.53033=1.03033 -> a0.
+    tree = _one_node([0.5, 0.5], [1, 1], [0.6, 0.5], node_visits=2, node_value_sum=1.1)
+    assert _pick0(tree) == 0
+    # One virtual loss on a0 (and the node): sqrt(3)=1.73205;
+    # a0 n=2, Q=(0.6-1)/2=-0.2, U=1.5*0.5*1.73205/3=0.43301 -> 0.23301
+    # a1 n=1, Q=0.5,            U=1.5*0.5*1.73205/2=0.64952 -> 1.14952 -> a1
+    tree = _one_node([0.5, 0.5], [1, 1], [0.6, 0.5], virtual=[1, 0], node_visits=2, node_value_sum=1.1)
+    assert _pick0(tree) == 1
