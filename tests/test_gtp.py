@@ -431,8 +431,10 @@ def _spoil(case: str, tmp_path: Path) -> tuple[list[str], str]:
         return (["--checkpoint", "policy9", "--value-checkpoint", str(net)],
                 f"{net} beside the policy net policy9: value net is for 19x19, policy for 9x9")
     if case == "unknown-name":
+        from alphalite.nn import checkpoint
+
         return ["--checkpoint", "policy7"], "checkpoint not found: policy7 is neither a path nor a shipped net " \
-            "(policy19, policy9, rl19, rl9, value19, value19sp, value9)"
+            f"({', '.join(checkpoint.shipped_names())})"
     flag, value, want = {"komi-nan": ("--komi", "nan", "a finite number"),
                          "komi-inf": ("--komi", "inf", "a finite number"),
                          "resign-threshold": ("--resign-threshold", "5", "in [0, 1]"),

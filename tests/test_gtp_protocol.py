@@ -121,8 +121,11 @@ class _Pipe:
         self.writer = os.fdopen(w, "wb", buffering=0)
 
     def send(self, text: str):
+        """Write ``text``; returns the time just before it was written (the
+        reader may stamp the line before write() returns here)."""
+        sent = time.perf_counter()
         self.writer.write(text.encode())
-        return time.perf_counter()
+        return sent
 
 
 def test_serve_streams_until_the_next_line_and_stamps_arrivals():
