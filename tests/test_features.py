@@ -120,7 +120,8 @@ def onehot(n, *moves):
 
 
 def test_presets_and_shapes():
-    assert features.PRESETS == {"thesis3": 0, "clark7": 1, "book11": 2, "default": 3}
+    assert features.PRESETS == {"thesis3": 0, "clark7": 1, "book11": 2, "default": 3,
+                                 "alphago48": 4, "alphago40": 5}
     for name, c in PLANES.items():
         assert features.num_planes(name) == c
         assert features.preset_id(name) == features.PRESETS[name]
@@ -131,8 +132,8 @@ def test_presets_and_shapes():
 
 
 def test_unknown_preset_is_a_clear_value_error():
-    with pytest.raises(ValueError, match=r"unknown feature preset 'alphago48'.*book11, clark7, default, thesis3"):
-        features.encode(board.new_game(9), "alphago48")
+    with pytest.raises(ValueError, match=r"unknown feature preset 'alphago19'.*alphago40, alphago48, book11, clark7, default, thesis3"):
+        features.encode(board.new_game(9), "alphago19")
     with pytest.raises(ValueError, match="known presets"):
         features.num_planes("Default")
 

@@ -86,3 +86,87 @@ def test_ladder_capture_and_escape_facts():
     s3 = board.play(_state("\n".join(rows), board.BLACK), coords.to_flat(4, 5, 9))
     assert move_facts(s3.board_tuple, s3.copy_tuple(), _pt(5, 4), board.WHITE, out) == 1
     assert out[5] == 1
+
+
+from alphalite.nn import features  # noqa: E402
+
+
+def _planes(d, to_play, preset="alphago48"):
+    return features.encode(_state(d, to_play), preset)
+
+
+def test_alphago_planes_on_the_ladder():
+    x = _planes(LADDER, board.BLACK)
+    assert x.shape == (9, 9, 48)
+    assert x[3, 4, 0] == 1 and x[4, 4, 1] == 1 and x[0, 0, 2] == 1
+    assert (x[..., 3] == 1).all() and (x[..., 47] == 0).all()
+    # setup stones count as old: turns-since plane 11
+    assert x[4, 4, 11] == 1 and x[..., 4:11].sum() == 0
+    # O at (4,4) has 2 liberties, X (3,4) 3 (it touches O), X (5,5) 4
+    assert x[4, 4, 13] == 1 and x[3, 4, 14] == 1 and x[5, 5, 15] == 1
+    # black at (4,5): captures 0; the new (4,5)+(5,5) group has 5 liberties; ladder capture
+    assert x[4, 5, 20] == 1 and x[4, 5, 40] == 1 and x[4, 5, 44] == 1
+    # black at (5,4) ataris too and also ladders it (the chase runs up-right)
+    assert x[5, 4, 44] == 1
+    # the ladder capture plane is exactly those two points
+    assert x[..., 44].sum() == 2
+    assert x[..., 45].sum() == 0
+    # every empty point is legal and sensible here
+    assert (x[..., 46] == x[..., 2]).all()
+
+
+def test_alphago_capture_self_atari_escape_and_history():
+    rows = LADDER.strip().splitlines()
+    rows[7] = ".O......."
+    rows[1] = ".......O."
+    s = board.play(_state("\n".join(rows), board.BLACK), coords.to_flat(4, 5, 9))
+    x = features.encode(s, "alphago48")
+    assert x[4, 5, 4] == 1 and x[4, 4, 11] == 1  # played 1 ply ago; a setup stone
+    assert x[4, 4, 12] == 1  # O in atari
+    assert x[5, 4, 45] == 1 and x[..., 45].sum() == 1  # the extension escapes
+    d = """
+.........
+.........
+.........
+.........
+....O....
+...OX....
+.........
+....O....
+.........
+"""
+    y = _planes(d, board.WHITE)
+    assert y[5, 5, 20] == 1 and y[5, 5, 38] == 1  # no capture; 3 liberties
+    d = d.replace("...OX....", "...OXO...").replace("""
+.........
+....O....""", """
+...O.....
+....O....""")
+    y = _planes(d, board.WHITE)
+    assert y[6, 4, 21] == 1  # white at (6,4) takes one stone
+    # black at (6,4): X (5,4)+(6,4) keeps only (6,5): self-atari of 2 stones, 1 liberty
+    z = _planes(d, board.BLACK)
+    assert z[6, 4, 29] == 1 and z[6, 4, 36] == 1 and z[6, 4, 20] == 1
+    assert z[..., 28:36].sum() == 1 + z[..., 28].sum()
+
+
+def test_alphago40_is_alphago48_without_history():
+    s = board.play(_state(LADDER, board.BLACK), coords.to_flat(4, 5, 9))
+    a = features.encode(s, "alphago48")
+    b = features.encode(s, "alphago40")
+    assert np.array_equal(b, np.concatenate([a[..., :4], a[..., 12:]], axis=-1))
+
+
+def test_alphago_planes_commute_with_symmetries():
+    rng = np.random.default_rng(3)
+    s = board.new_game(9)
+    for _ in range(40):
+        legal = np.flatnonzero(board.legal_moves(s))
+        s = board.play(s, int(rng.choice(legal[legal < 81])))
+    s = board.from_stones(board.stones(s), to_play=s.to_play)  # no history to transform
+    x = features.encode(s, "alphago48")
+    for k in range(8):
+        t = board.from_stones(features.transform_planes(board.stones(s)[..., None], k)[..., 0],
+                              to_play=s.to_play)
+        y = features.encode(t, "alphago48")
+        assert np.array_equal(y, features.transform_planes(x, k)), k

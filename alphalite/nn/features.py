@@ -35,6 +35,19 @@ default    17  0-3 own stones with 1, 2, 3, >=4 liberties;
                12 ones (zero padding then shows the board edge);
                13-16 history: the point of the move played 1, 2, 3, 4
                plies ago (one-hot; all zero for a pass or before the game)
+alphago48  48  AlphaGo's policy planes (Extended Data Table 2):
+               0 own stones; 1 opp stones; 2 empty; 3 ones;
+               4-11 turns since: stones played 1..7 plies ago, 11 the
+               rest (the board keeps the last 8 moves; setup stones count
+               as old); 12-19 stones whose group has 1..>=8 liberties;
+               on empty points where the mover's move is legal (from
+               ``tactics.move_facts``): 20-27 opp stones it captures, 0..>=7;
+               28-35 self-atari size: own stones left in atari, 1..>=8;
+               36-43 liberties of the new group, 1..>=8; 44 ladder capture;
+               45 ladder escape; 46 sensible (legal, not an own eye);
+               47 zeros
+alphago40  40  alphago48 without the turns-since planes 4-11 (the others
+               move down by 8): the Clark & Storkey history question
 =========  ==  ==========================================================
 
 The simple-ko point is ``meta[M_KO]``: the point the player to move may not
@@ -92,10 +105,12 @@ from alphalite.go.board import (
     legal_reason,
     maybe_seen,
 )
+from alphalite.go.tactics import clone, move_facts, sensible
 
-THESIS3, CLARK7, BOOK11, DEFAULT = 0, 1, 2, 3
-PRESETS: dict[str, int] = {"thesis3": THESIS3, "clark7": CLARK7, "book11": BOOK11, "default": DEFAULT}
-_NPLANES = (3, 7, 11, 17)  # indexed by preset id
+THESIS3, CLARK7, BOOK11, DEFAULT, ALPHAGO48, ALPHAGO40 = 0, 1, 2, 3, 4, 5
+PRESETS: dict[str, int] = {"thesis3": THESIS3, "clark7": CLARK7, "book11": BOOK11, "default": DEFAULT,
+                           "alphago48": ALPHAGO48, "alphago40": ALPHAGO40}
+_NPLANES = (3, 7, 11, 17, 48, 40)  # indexed by preset id
 N_HISTORY = 4  # history planes in ``default``
 NUM_SYMMETRIES = 8
 
@@ -226,6 +241,8 @@ def encode_into(B, preset_id, out):
                     if s == WHITE:
                         ch += 4
                     out[r, c, ch] = 1.0
+    elif preset_id == ALPHAGO48 or preset_id == ALPHAGO40:
+        _encode_alphago(B, preset_id == ALPHAGO48, out)
     else:  # DEFAULT
         black = 1.0 if me == BLACK else 0.0
         for r in range(size):
@@ -255,6 +272,48 @@ def encode_into(B, preset_id, out):
             m = meta[M_LAST + i]
             if 0 <= m < npts:
                 out[m // size, m % size, 13 + i] = 1.0
+
+
+@njit(cache=True)
+def _encode_alphago(B, history, out):
+    color = B[B_COLOR]
+    head = B[B_HEAD]
+    libs = B[B_LIBS]
+    meta = B[B_META]
+    size = meta[M_SIZE]
+    W = size + 2
+    me = meta[M_TOPLAY]
+    npts = size * size
+    age = np.full(npts, 7, np.int64)
+    for i in range(7, -1, -1):  # most recent last, so it wins a retaken point
+        m = meta[M_LAST + i]
+        if 0 <= m < npts:
+            age[m] = i
+    o = 8 if history else 0  # planes after the turns-since block move by o
+    scratch = clone(B)
+    facts = np.zeros(6, np.int64)
+    for r in range(size):
+        for c in range(size):
+            q = (r + 1) * W + 1 + c
+            s = color[q]
+            out[r, c, 3] = 1.0
+            if s == EMPTY:
+                out[r, c, 2] = 1.0
+                legal = move_facts(B, scratch, q, me, facts) == 1
+                if legal:
+                    out[r, c, o + 12 + min(facts[1], 7)] = 1.0
+                    if facts[2] == 1:
+                        out[r, c, o + 20 + _lib_plane(facts[3], 8)] = 1.0
+                    out[r, c, o + 28 + _lib_plane(facts[2], 8)] = 1.0
+                    out[r, c, o + 36] = facts[4]
+                    out[r, c, o + 37] = facts[5]
+                if sensible(B, q, me, legal):
+                    out[r, c, o + 38] = 1.0
+            else:
+                out[r, c, 0 if s == me else 1] = 1.0
+                if history:
+                    out[r, c, 4 + age[r * size + c]] = 1.0
+                out[r, c, o + 4 + _lib_plane(libs[head[q]], 8)] = 1.0
 
 
 def encode(state, preset: str = "default") -> np.ndarray:
