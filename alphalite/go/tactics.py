@@ -20,21 +20,28 @@ import numpy as np
 from numba import njit
 
 from alphalite.go.board import (
+    B_BLOOM,
     B_COLOR,
     B_GSIZE,
     B_HEAD,
     B_LIBS,
     B_META,
+    B_ZOB,
     EMPTY,
     LEGAL,
     M_CAPB,
     M_CAPW,
+    M_HASH,
+    M_KO,
     M_SIZE,
+    M_SUPERKO,
     BLACK,
     WALL,
     copy_board,
     is_eye,
+    maybe_seen,
     play_flat,
+    zobrist_index,
 )
 
 LADDER_DEPTH = 100  # chaser ataris; a 19x19 corner-to-corner ladder needs about 36
@@ -200,7 +207,25 @@ def move_facts(B, scratch, p, me, out):
     and the chaser cannot ladder it). Returns ``out[0]``."""
     for i in range(6):
         out[i] = 0
-    W = B[B_META][M_SIZE] + 2
+    meta = B[B_META]
+    W = meta[M_SIZE] + 2
+    color = B[B_COLOR]
+    # Fast path, most empty points: no stone next to p, so no capture, merge
+    # or ladder; legal unless it repeats a position (Bloom filter says no).
+    lone = 0
+    for d in (-W, -1, 1, W):
+        c = color[p + d]
+        if c == EMPTY:
+            lone += 1
+        elif c != WALL:
+            lone = -1
+            break
+    if lone > 0 and p != meta[M_KO] and (meta[M_SUPERKO] == 0 or not maybe_seen(
+            B[B_BLOOM], meta[M_HASH] ^ B[B_ZOB][zobrist_index(me), p])):
+        out[0] = 1
+        out[2] = lone
+        out[3] = 1
+        return 1
     copy_board(scratch, B)
     capk = M_CAPB if me == BLACK else M_CAPW
     before = scratch[B_META][capk]
@@ -211,7 +236,6 @@ def move_facts(B, scratch, p, me, out):
     h = scratch[B_HEAD][p]
     out[2] = scratch[B_LIBS][h]
     out[3] = scratch[B_GSIZE][h]
-    color = B[B_COLOR]
     libs = B[B_LIBS]
     head = B[B_HEAD]
     for d in (-W, -1, 1, W):
