@@ -170,3 +170,18 @@ def test_alphago_planes_commute_with_symmetries():
                               to_play=s.to_play)
         y = features.encode(t, "alphago48")
         assert np.array_equal(y, features.transform_planes(x, k)), k
+
+
+def test_long_19x19_ladder_reads_to_the_edge():
+    # the ladder shape in the middle of 19x19: both diagonal chases run about
+    # 9 ataris to the edge; a white stone on each far diagonal breaks it
+    rows = [["."] * 19 for _ in range(19)]
+    rows[8][9] = rows[9][8] = rows[10][10] = "X"
+    rows[9][9] = "O"
+    d = "\n".join("".join(r) for r in rows)
+    s = board.parse_diagram(d, to_play=board.BLACK)
+    g = coords.to_padded(coords.to_flat(9, 9, 19), 19)
+    assert ladder_captured(s.board_tuple, g)
+    rows[16][2] = rows[2][16] = "O"
+    s = board.parse_diagram("\n".join("".join(r) for r in rows), to_play=board.BLACK)
+    assert not ladder_captured(s.board_tuple, g)
