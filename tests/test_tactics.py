@@ -4,6 +4,7 @@ import numpy as np
 
 from alphalite.go import board, coords
 from alphalite.go.tactics import ladder_captured, move_facts
+from alphalite.nn import features
 
 # White O at C5 (row 4, col 4) in a ladder shape: black to chase down-left.
 LADDER = """
@@ -86,9 +87,6 @@ def test_ladder_capture_and_escape_facts():
     s3 = board.play(_state("\n".join(rows), board.BLACK), coords.to_flat(4, 5, 9))
     assert move_facts(s3.board_tuple, s3.copy_tuple(), _pt(5, 4), board.WHITE, out) == 1
     assert out[5] == 1
-
-
-from alphalite.nn import features  # noqa: E402
 
 
 def _planes(d, to_play, preset="alphago48"):
