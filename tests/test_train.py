@@ -394,3 +394,16 @@ def test_eval_policy_missing_checkpoint_is_one_line_error(tmp_path):
     assert p.returncode != 0
     assert "Traceback" not in p.stderr
     assert "checkpoint not found" in p.stderr
+
+
+def test_ties_with_the_expert_move_count_against_the_prediction():
+    """A policy that scores every move alike predicts nothing: top-1 0, not 1."""
+    from alphalite.train import metrics
+
+    logp = np.zeros((4, 10), np.float32)
+    moves = np.array([0, 3, 5, 9])
+    assert list(metrics.expert_rank(logp, moves)) == [10, 10, 10, 10]
+    logp[np.arange(4), moves] = 1.0
+    assert list(metrics.expert_rank(logp, moves)) == [1, 1, 1, 1]
+    logp[0, 7] = 1.0  # one tie with the expert move: it ranks second
+    assert metrics.expert_rank(logp, moves)[0] == 2

@@ -17,9 +17,12 @@ BUCKET = 25  # move-number bucket width for the accuracy-by-move-number table
 
 
 def expert_rank(logp: np.ndarray, moves: np.ndarray) -> np.ndarray:
-    """1 + number of moves scored strictly above the expert move [B]."""
+    """The expert move's rank [B], 1 = best, every tie ranked ahead of it:
+    a policy that scores many moves alike (the pattern policies' unseen
+    patterns, a blank net) must not be credited with them (counted in its
+    favour, an all-zero policy would score 100% top-1)."""
     expert = logp[np.arange(len(moves)), moves]
-    return 1 + (logp > expert[:, None]).sum(axis=1)
+    return (logp >= expert[:, None]).sum(axis=1)
 
 
 class MovePredictionStats:
