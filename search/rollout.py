@@ -25,6 +25,13 @@ from alphalite.go import patterns
 from alphalite.go.board import B_HIST, B_META, M_NHIST, M_TOPLAY, area, copy_board, init_board, playout, zobrist_table
 
 
+@njit(cache=True, inline="always")
+def _margin(B, komi):
+    """Black's area minus white's minus komi of a finished playout."""
+    black, white = area(B)
+    return black - white - komi
+
+
 @njit(cache=True)
 def rollout_value(B, scratch, rng, max_moves, komi, n):
     me = B[B_META][M_TOPLAY]
@@ -32,12 +39,7 @@ def rollout_value(B, scratch, rng, max_moves, komi, n):
     for _ in range(n):
         copy_board(scratch, B)
         playout(scratch, rng, max_moves)
-        black, white = area(scratch)
-        score = black - white - komi
-        if score > 0:
-            total += me
-        elif score < 0:
-            total -= me
+        total += me * np.sign(_margin(scratch, komi))
     return total / n
 
 
@@ -47,8 +49,7 @@ def pattern_rollout_margin(B, rng, max_moves, komi, tab, w):
     area minus white's minus komi."""
     S = patterns.state_for(B)
     patterns.rollout(B, S, tab, w, rng, max_moves)
-    black, white = area(B)
-    return black - white - komi
+    return _margin(B, komi)
 
 
 @njit(cache=True)
@@ -62,12 +63,7 @@ def pattern_rollout_value(B, scratch, rng, max_moves, komi, n, tab, w):
         copy_board(scratch, B)
         patterns.copy_state(S, base)
         patterns.rollout(scratch, S, tab, w, rng, max_moves)
-        black, white = area(scratch)
-        score = black - white - komi
-        if score > 0:
-            total += me
-        elif score < 0:
-            total -= me
+        total += me * np.sign(_margin(scratch, komi))
     return total / n
 
 
