@@ -1,0 +1,366 @@
+"""Asynchronous policy-value MCTS (AlphaGo, Methods "Search algorithm") on
+two CPU cores: pattern rollouts in compiled code on one core, the network on
+the other.
+
+::
+
+    search = ApvSearch(net_fn, params, preset, tree_policy, rollout_policy, size=19)
+    out = search.run(state, max_seconds=1.0)      # or max_sims=...
+    out.action, out.visit_probs, out.root_value, out.tree
+    search.close()
+
+The search thread runs ``apv_kernels.simulate`` in chunks (no Python per
+visit, the GIL released): every new leaf is expanded with the pattern tree
+policy's priors and valued at once by one pattern rollout; positions the
+network has not seen are queued. A network thread takes the queue in
+batches (``net_fn(params, planes, legal) -> (priors, values)``, ONNX Runtime
+or JAX, both release the GIL); between chunks the search thread folds the
+returned batch in (``apply_net``): the network's priors replace the tree
+policy's, its values join the rollouts as ``Q = lam * value net + (1 - lam)
+* rollouts``. The root is evaluated by the network before the first
+simulation. Without a value net pass ``lam=0`` (priors only).
+
+``synchronous=True`` runs the network in the search thread after every chunk
+(deterministic for a fixed seed: tests).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from alphalite.go.board import B_HIST, B_ZOB, GoState, copy_board, legal_mask
+from search import apv_kernels as K
+from search.params import SearchParams
+from search.rollout import default_max_moves
+
+# a path is cut (valued by a rollout without expanding) this deep
+MAX_DEPTH = 256
+CHUNK_SECONDS = 0.004
+
+
+class ApvOutput(NamedTuple):
+    action: int  # most-rollout-visited root move (flat, pass = size*size)
+    visit_probs: np.ndarray  # float32 [A]: root rollout-visit distribution
+    root_value: float  # mixed root value, [-1, 1], the root player's view
+    tree: K.ApvTree
+    simulations: int  # rollouts this search
+    net_evals: int  # positions the network evaluated this search (root included)
+    seconds: float
+
+
+def _scratch(root_board, k: int, hist_cap: int):
+    """``k`` stacked scratch boards shaped like ``root_board`` (without the
+    Zobrist table), each with ``hist_cap`` history entries."""
+    return tuple(np.zeros((k, hist_cap if i == B_HIST else a.shape[0]), a.dtype)
+                 for i, a in enumerate(root_board[:B_ZOB]))
+
+
+class _NetWorker:
+    """A thread that runs ``net_fn`` on one batch at a time."""
+
+    def __init__(self, net_fn, params):
+        self.net_fn, self.params = net_fn, params
+        self._go = threading.Event()
+        self._done = threading.Event()
+        self._done.set()
+        self._job = None
+        self.result = None
+        self.error = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name="apv-net", daemon=True)
+        self._thread.start()
+
+    def _loop(self):
+        while True:
+            self._go.wait()
+            self._go.clear()
+            if self._stop:
+                return
+            planes, legal = self._job
+            try:
+                p, v = self.net_fn(self.params, planes, legal)
+                self.result = (np.asarray(p, np.float32), np.asarray(v, np.float32).reshape(-1))
+            except BaseException as e:  # noqa: BLE001 - handed to the search thread
+                self.error = e
+            self._done.set()
+
+    @property
+    def idle(self) -> bool:
+        return self._done.is_set()
+
+    def submit(self, planes, legal):
+        self._done.clear()
+        self.result = None
+        self._job = (planes, legal)
+        self._go.set()
+
+    def wait(self):
+        self._done.wait()
+
+    def close(self):
+        self._stop = True
+        self._go.set()
+        self._thread.join(timeout=5)
+
+
+class _Lane:
+    """One search thread's scratch: ``m`` stacked boards and leaf slots."""
+
+    def __init__(self, root_board, m: int, hist_cap: int, A: int, seed: int):
+        self.m = m
+        self.scr = _scratch(root_board, m, hist_cap)
+        self.hist_cap = hist_cap
+        self.leaf_node = np.zeros(m, np.int64)
+        self.leaf_kind = np.zeros(m, np.int64)
+        self.leaf_value = np.zeros(m, np.float64)
+        self.prior_buf = np.zeros(A, np.float64)
+        self.rng = np.array([seed], np.int64)
+
+
+class ApvSearch:
+    """The search for one board size; keep it for the whole game (the
+    network thread is made once)."""
+
+    def __init__(self, net_fn: Callable, params, preset_id: int, num_planes: int, tree_policy, rollout_policy,
+                 *, size: int, search_params: SearchParams | None = None, batch_size: int = 32,
+                 pad_batches: bool = False, max_moves: int | None = None, threads: int | None = None,
+                 leaves_per_call: int | None = None, synchronous: bool = False, seed: int = 0):
+        sp = search_params or SearchParams()
+        self.sp = sp
+        self.size = size
+        self.A = size * size + 1
+        self.net_fn, self.params = net_fn, params
+        self.batch = int(batch_size)
+        self.pad = pad_batches
+        self.max_moves = int(max_moves or default_max_moves(size))
+        # search threads (one per core; the network thread runs beside them)
+        # and the leaves each takes per kernel call (a few milliseconds of
+        # rollouts; more leaves in flight means more virtual loss)
+        self.threads = 1 if synchronous else int(threads or os.cpu_count() or 1)
+        self.m = int(leaves_per_call or max(1, round(CHUNK_SECONDS / (2e-6 * size ** 3))))
+        self.synchronous = synchronous
+        self.pol = K.Policies(tree_policy.tab, tree_policy.w, int(tree_policy.row),
+                              rollout_policy.tab, rollout_policy.w, int(rollout_policy.row))
+        self.preset_id = int(preset_id)
+        self.queues = [K.Queue(np.zeros((self.batch, size, size, num_planes), np.float32),
+                               np.zeros((self.batch, self.A), np.bool_), np.zeros(self.batch, np.int64),
+                               np.zeros(1, np.int64)) for _ in range(2)]
+        self.seeds = np.random.default_rng(seed)
+        self.worker = None if synchronous else _NetWorker(net_fn, params)
+        self._lanes: list[_Lane] = []
+
+    def cfg(self, komi: float) -> np.ndarray:
+        sp = self.sp
+        c = np.zeros(K.N_CFG, np.float64)
+        c[K.C_PUCT], c[K.C_FPU], c[K.C_ROOT_FPU], c[K.C_LAM] = sp.c_puct, sp.fpu_reduction, sp.root_fpu, sp.lam
+        c[K.C_KOMI], c[K.C_MAX_MOVES], c[K.C_MAX_DEPTH], c[K.C_PRESET] = komi, self.max_moves, MAX_DEPTH, \
+            self.preset_id
+        return c
+
+    def _lanes_for(self, root) -> list[_Lane]:
+        need = K.hist_room(root, self.max_moves, MAX_DEPTH)
+        lanes = self._lanes
+        if (len(lanes) != self.threads or lanes[0].hist_cap < need
+                or lanes[0].scr[0].shape[1] != root[0].shape[0]):
+            cap = need + 256  # room for later moves of the game
+            self._lanes = lanes = [_Lane(root, self.m, cap, self.A, int(self.seeds.integers(1, 2**62)))
+                                   for _ in range(self.threads)]
+        return lanes
+
+    def _net(self, q: K.Queue):
+        """(planes, legal) of the queued positions, padded when asked."""
+        n = int(q.count[0])
+        if self.pad and n < self.batch:
+            q.planes[n:] = 0.0
+            q.legal[n:] = True
+            return q.planes, q.legal
+        return q.planes[:n], q.legal[:n]
+
+    def run(self, state: GoState, *, max_sims: int | None = None, max_seconds: float | None = None,
+            callback: Callable | None = None) -> ApvOutput:
+        """Search ``state`` until ``max_sims`` rollouts or ``max_seconds``
+        (at least one kernel call per thread). ``callback(out_so_far)`` may
+        return True to stop."""
+        if state.is_over:
+            raise ValueError("apv: the game is over (two passes)")
+        if state.size != self.size:
+            raise ValueError(f"apv: search built for {self.size}x{self.size}, position is {state.size}x{state.size}")
+        if max_sims is None and max_seconds is None:
+            raise ValueError("apv: give max_sims or max_seconds")
+        t0 = time.perf_counter()
+        t_end = None if max_seconds is None else t0 + max(float(max_seconds), 0.0)
+        root = state.board_tuple
+        lanes = self._lanes_for(root)
+        run = _Run(self, state, lanes, max_sims, t_end, callback, t0)
+        run.go()
+        return run.output()
+
+    def close(self):
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+
+class _Run:
+    """One search: the shared tree, its lock and the network hand-offs."""
+
+    def __init__(self, search: ApvSearch, state, lanes, max_sims, t_end, callback, t0):
+        self.s, self.state, self.lanes = search, state, lanes
+        self.max_sims, self.t_end, self.callback, self.t0 = max_sims, t_end, callback, t0
+        self.root = state.board_tuple
+        self.zob = self.root[B_ZOB]
+        self.cfg = search.cfg(float(state.komi))
+        self.lam = float(search.sp.lam)
+        cap = 1024 if max_sims is None else max_sims + 2 * len(lanes) * search.m + 2
+        self.tree = K.new_tree(cap, search.A, state.to_play)
+        self.lock = threading.Lock()
+        self.fill, self.busy = search.queues
+        self.in_flight = False
+        self.sims = 0  # rollouts started
+        self.backed = 0  # rollouts backed up
+        self.net_evals = 0
+        self.stop = False
+        self.error: BaseException | None = None
+
+    def go(self):
+        s, tree = self.s, self.tree
+        for q in s.queues:
+            q.count[0] = 0
+        if s.worker is not None:
+            s.worker.wait()  # a batch of the previous search may still be in flight
+            s.worker.result = None
+        # the root: the network's priors and value before any rollout
+        S = K.board_k(self.lanes[0].scr, self.zob, 0)
+        copy_board(S, self.root)
+        legal_mask(S, tree.children_legal[0])
+        K.encode_into(S, s.preset_id, self.fill.planes[0])
+        self.fill.legal[0] = tree.children_legal[0]
+        self.fill.node[0] = 0
+        self.fill.count[0] = 1
+        tree.net_state[0] = K.NET_QUEUED
+        tree.expanded[0] = True
+        self._evaluate_now()
+        threads = [threading.Thread(target=self._guarded, args=(lane,), daemon=True) for lane in self.lanes[1:]]
+        for t in threads:
+            t.start()
+        self._guarded(self.lanes[0])
+        for t in threads:
+            t.join()
+        with self.lock:
+            self._service_net(final=True)
+        if self.error is not None:
+            raise self.error
+
+    def _evaluate_now(self):
+        """The filling queue through the network in this thread (the root;
+        every call in synchronous mode)."""
+        q = self.fill
+        n = int(q.count[0])
+        if n:
+            p, v = self.s.net_fn(self.s.params, *self.s._net(q))
+            K.apply_net(self.tree, q.node, np.asarray(p, np.float32), np.asarray(v, np.float32).reshape(-1), n,
+                        self.lam)
+            self.net_evals += n
+            q.count[0] = 0
+
+    def _service_net(self, final=False):
+        """Under the lock: fold in a returned batch, hand the next one over."""
+        worker = self.s.worker
+        if worker is None:
+            self._evaluate_now()
+            return
+        if self.in_flight and worker.idle:
+            self.in_flight = False
+            if worker.error is not None:
+                err, worker.error = worker.error, None
+                raise err
+            p, v = worker.result
+            n = int(self.busy.count[0])
+            K.apply_net(self.tree, self.busy.node, p, v, n, self.lam)
+            self.net_evals += n
+            self.busy.count[0] = 0
+        if not self.in_flight and self.fill.count[0] > 0 and not final:
+            worker.submit(*self.s._net(self.fill))
+            self.fill, self.busy = self.busy, self.fill
+            self.in_flight = True
+
+    def _guarded(self, lane):
+        try:
+            self._loop(lane)
+        except BaseException as e:  # noqa: BLE001 - re-raised by go()
+            self.error = self.error or e
+            self.stop = True
+
+    def _loop(self, lane: _Lane):
+        s = self.s
+        while not self.stop:
+            with self.lock:
+                m = lane.m if self.max_sims is None else min(lane.m, self.max_sims - self.sims)
+                if m <= 0:
+                    break
+                self.tree = tree = K.grown(self.tree, int(self.tree.counter[0]) + 2 * len(self.lanes) * s.m + 2)
+                m = K.descend_many(tree, self.root, lane.scr, s.pol, self.fill, self.cfg, lane.prior_buf, m,
+                                   lane.leaf_node, lane.leaf_kind, lane.leaf_value)
+                self.sims += m
+            K.rollout_many(lane.scr, self.zob, s.pol, self.cfg, lane.rng, m, lane.leaf_kind, lane.leaf_value)
+            with self.lock:
+                K.backup_many(self.tree, m, lane.leaf_node, lane.leaf_value)
+                self.backed += m
+                self._service_net()
+                if self.t_end is not None and time.perf_counter() >= self.t_end:
+                    self.stop = True
+                if self.callback is not None and not self.stop and self.callback(self.output()):
+                    self.stop = True
+
+    def output(self) -> ApvOutput:
+        tree = self.tree
+        visits = tree.children_nr[0].astype(np.float64)
+        total = visits.sum()
+        prior = tree.children_prior[0]
+        legal = tree.children_legal[0]
+        if total > 0:
+            probs = (visits / total).astype(np.float32)
+            best = visits.max()
+        else:
+            probs = prior.astype(np.float32)
+            visits, best = prior.astype(np.float64), prior.max()
+        cand = np.flatnonzero((visits == best) & legal)
+        action = int(cand[np.argmax(prior[cand])]) if cand.size else self.s.A - 1
+        return ApvOutput(action, probs, float(K.node_q(tree, 0, self.lam)), tree, self.backed, self.net_evals,
+                         time.perf_counter() - self.t0)
+
+
+def root_analysis(tree: K.ApvTree, lam: float, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
+    """Per visited root move (most rollouts first): move, visits, q (root
+    player's view), winrate, prior, lcb, pv, pv_visits; what ``lz-analyze``
+    prints (the same keys as ``search.tree.Tree.root_analysis``)."""
+    visits = tree.children_nr[0]
+    prior = tree.children_prior[0]
+    order = np.lexsort((-prior, -visits))
+    out = []
+    for a in order:
+        n = int(visits[a])
+        if n < min_visits:
+            break
+        q = float(K.edge_q(tree, 0, int(a), lam))
+        wr = 0.5 * (q + 1.0)
+        lcb = wr - 1.96 * np.sqrt(max(wr * (1 - wr), 0.0025) / n)
+        pv, pv_visits, node, m = [], [], 0, int(a)
+        while len(pv) < pv_len and node >= 0 and tree.expanded[node] and tree.children_nr[node, m] > 0:
+            pv.append(m)
+            pv_visits.append(int(tree.children_nr[node, m]))
+            node = int(tree.children_index[node, m])
+            if node < 0 or not tree.expanded[node]:
+                break
+            m = int(np.argmax(tree.children_nr[node]))
+        out.append(dict(move=int(a), visits=n, q=q, winrate=wr, prior=float(prior[a]), lcb=float(lcb),
+                        pv=pv, pv_visits=pv_visits))
+    return out
+
+
+__all__ = ["ApvOutput", "ApvSearch", "MAX_DEPTH", "root_analysis"]

@@ -1,0 +1,373 @@
+"""Compiled kernels of the asynchronous policy-value search (``search.apv``).
+
+A simulation is three kernels, each over a few leaves at once so that no
+Python runs per visit: ``descend_many`` (PUCT on the mixed value with
+virtual loss, the path played on a scratch board, a new leaf expanded with
+the pattern tree policy's priors, unseen positions queued for the network),
+``rollout_many`` (one pattern rollout to the end from each leaf) and
+``backup_many``. ``apply_net`` folds a returned network batch in: the
+network's priors replace the tree policy's and its values are backed up
+beside the rollouts.
+
+Every kernel releases the GIL. Search threads share one tree: the tree
+kernels run under one lock (``search.apv``), the rollouts, which take
+nearly all the time, outside it; the network thread never touches the tree.
+
+Statistics (AlphaGo, Methods "Search algorithm"): every edge keeps rollout
+counts ``nr``/``wr`` and value-net counts ``nv``/``wv``, each sum from the
+chooser's view; ``Q = (1 - lam) * wr/nr + lam * wv/nv`` (rollouts only
+while ``nv == 0``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from alphalite.go import patterns
+from alphalite.go.board import B_META, B_ZOB, M_NHIST, M_PASSES, M_TOPLAY, area, copy_board, legal_mask, play_flat
+from alphalite.nn.features import encode_into
+
+NET_NONE, NET_QUEUED, NET_DONE = 0, 1, 2
+
+# cfg slots (float64 array, so the kernels' signatures stay short)
+C_PUCT, C_FPU, C_ROOT_FPU, C_LAM, C_KOMI, C_MAX_MOVES, C_MAX_DEPTH, C_PRESET = range(8)
+N_CFG = 8
+
+
+class ApvTree(NamedTuple):
+    """The tree as arrays, root at node 0 (``N`` nodes, ``A`` actions)."""
+
+    children_index: np.ndarray  # int32 [N, A], -1: no node yet
+    children_prior: np.ndarray  # float32 [N, A], masked and normalised
+    children_legal: np.ndarray  # bool [N, A]
+    children_nr: np.ndarray  # int32 [N, A] rollouts through the edge
+    children_wr: np.ndarray  # float64 [N, A] their results, chooser's view
+    children_nv: np.ndarray  # int32 [N, A] network values through the edge
+    children_wv: np.ndarray  # float64 [N, A]
+    node_nr: np.ndarray  # int32 [N]
+    node_wr: np.ndarray  # float64 [N], node's player to move's view
+    node_nv: np.ndarray  # int32 [N]
+    node_wv: np.ndarray  # float64 [N]
+    parents: np.ndarray  # int32 [N], -1 at the root
+    action: np.ndarray  # int32 [N], the move from the parent
+    to_play: np.ndarray  # int8 [N]
+    terminal: np.ndarray  # bool [N]: two passes, scored exactly
+    expanded: np.ndarray  # bool [N]
+    net_state: np.ndarray  # int8 [N]: NET_NONE, NET_QUEUED, NET_DONE
+    counter: np.ndarray  # int64 [1]: nodes in use
+
+
+def new_tree(capacity: int, num_actions: int, to_play: int) -> ApvTree:
+    N, A = max(int(capacity), 2), int(num_actions)
+    t = ApvTree(np.full((N, A), -1, np.int32), np.zeros((N, A), np.float32), np.zeros((N, A), np.bool_),
+                np.zeros((N, A), np.int32), np.zeros((N, A), np.float64), np.zeros((N, A), np.int32),
+                np.zeros((N, A), np.float64), np.zeros(N, np.int32), np.zeros(N, np.float64),
+                np.zeros(N, np.int32), np.zeros(N, np.float64), np.full(N, -1, np.int32),
+                np.full(N, -1, np.int32), np.zeros(N, np.int8), np.zeros(N, np.bool_), np.zeros(N, np.bool_),
+                np.zeros(N, np.int8), np.zeros(1, np.int64))
+    t.counter[0] = 1
+    t.to_play[0] = to_play
+    return t
+
+
+def grown(t: ApvTree, need: int) -> ApvTree:
+    """``t`` itself if ``need`` nodes fit, else a copy with doubled capacity."""
+    cap = t.parents.shape[0]
+    if need <= cap:
+        return t
+    new = max(need, 2 * cap)
+    out = []
+    for name, a in zip(ApvTree._fields, t):
+        if name == "counter":
+            out.append(a)
+            continue
+        fill = -1 if name in ("children_index", "parents", "action") else 0
+        b = np.full((new,) + a.shape[1:], fill, a.dtype)
+        b[:cap] = a
+        out.append(b)
+    return ApvTree(*out)
+
+
+class Queue(NamedTuple):
+    """Positions waiting for the network: planes, legal masks, node ids."""
+
+    planes: np.ndarray  # float32 [Q, n, n, C]
+    legal: np.ndarray  # bool [Q, A]
+    node: np.ndarray  # int64 [Q]
+    count: np.ndarray  # int64 [1]
+
+
+class Policies(NamedTuple):
+    """The pattern tables (``alphalite.go.patterns``): tree and rollout."""
+
+    tree_tab: np.ndarray
+    tree_w: np.ndarray
+    tree_row: int
+    roll_tab: np.ndarray
+    roll_w: np.ndarray
+    roll_row: int
+
+
+@njit(cache=True, inline="always")
+def edge_q(t, node, a, lam):
+    """Mixed Q of edge ``(node, a)`` from the chooser's view (needs ``nr > 0``)."""
+    q = t.children_wr[node, a] / t.children_nr[node, a]
+    nv = t.children_nv[node, a]
+    if nv > 0 and lam > 0.0:
+        q = (1.0 - lam) * q + lam * t.children_wv[node, a] / nv
+    return q
+
+
+@njit(cache=True, inline="always")
+def node_q(t, node, lam):
+    """Mixed value of ``node`` from its player to move's view."""
+    n = t.node_nr[node]
+    q = t.node_wr[node] / n if n > 0 else 0.0
+    if t.node_nv[node] > 0 and lam > 0.0:
+        q = (1.0 - lam) * q + lam * t.node_wv[node] / t.node_nv[node]
+    return q
+
+
+@njit(cache=True)
+def pick(t, node, c_puct, fpu_reduction, lam):
+    """The PUCT choice at ``node``: ``Q + c_puct * P * sqrt(N) / (1 + n)``,
+    first-play urgency ``Q(node) - fpu_reduction * sqrt(visited prior
+    mass)`` (never below -1) for unvisited moves; ties to the higher prior."""
+    A = t.children_prior.shape[1]
+    n_parent = t.node_nr[node]
+    sq = math.sqrt(n_parent) if n_parent > 0 else 0.0
+    mass = 0.0
+    for a in range(A):
+        if t.children_nr[node, a] > 0:
+            mass += t.children_prior[node, a]
+    fpu = max(node_q(t, node, lam) - fpu_reduction * math.sqrt(mass), -1.0)
+    best = -1e300
+    best_a = -1
+    for a in range(A):
+        if not t.children_legal[node, a]:
+            continue
+        n = t.children_nr[node, a]
+        q = edge_q(t, node, a, lam) if n > 0 else fpu
+        p = t.children_prior[node, a]
+        s = q + c_puct * p * sq / (1.0 + n)
+        if s > best or (s == best and p > t.children_prior[node, best_a]):
+            best = s
+            best_a = a
+    return best_a
+
+
+@njit(cache=True)
+def set_priors(t, node, priors):
+    """Masked, normalised ``priors`` (any non-negative weights; NaN counts
+    as 0; all zero gives uniform) for ``node``'s legal moves."""
+    A = t.children_prior.shape[1]
+    total = 0.0
+    nlegal = 0
+    for a in range(A):
+        if t.children_legal[node, a]:
+            nlegal += 1
+            x = priors[a]
+            if x > 0.0:
+                total += x
+    for a in range(A):
+        if not t.children_legal[node, a]:
+            t.children_prior[node, a] = 0.0
+        elif total > 0.0:
+            x = priors[a]
+            t.children_prior[node, a] = x / total if x > 0.0 else 0.0
+        else:
+            t.children_prior[node, a] = 1.0 / max(nlegal, 1)
+
+
+@njit(cache=True)
+def _backup(t, node, z, rollout, vl):
+    """Add result ``z`` (from ``node``'s player to move's view) to ``node``
+    and every ancestor: rollout counts or value-net counts. ``vl``: also
+    take back the virtual loss the path was given on the way down."""
+    me = t.to_play[node]
+    if rollout:
+        t.node_nr[node] += 1
+        t.node_wr[node] += z
+    else:
+        t.node_nv[node] += 1
+        t.node_wv[node] += z
+    n = node
+    while t.parents[n] >= 0:
+        p = t.parents[n]
+        a = t.action[n]
+        s = z if t.to_play[p] == me else -z
+        if vl:
+            t.children_nr[p, a] -= 1
+            t.children_wr[p, a] += 1.0
+            t.node_nr[p] -= 1
+        if rollout:
+            t.children_nr[p, a] += 1
+            t.children_wr[p, a] += s
+            t.node_nr[p] += 1
+            t.node_wr[p] += s
+        else:
+            t.children_nv[p, a] += 1
+            t.children_wv[p, a] += s
+            t.node_nv[p] += 1
+            t.node_wv[p] += s
+        n = p
+
+
+@njit(cache=True)
+def _sign_for(S, komi, me):
+    black, white = area(S)
+    margin = black - white - komi
+    if margin > 0:
+        return float(me)
+    if margin < 0:
+        return float(-me)
+    return 0.0
+
+
+@njit(cache=True, inline="always")
+def board_k(scr, zob, k):
+    """Board tuple ``k`` of the stacked scratch boards ``scr``."""
+    return (scr[0][k], scr[1][k], scr[2][k], scr[3][k], scr[4][k], scr[5][k], scr[6][k], scr[7][k], scr[8][k],
+            scr[9][k], scr[10][k], zob)
+
+
+LEAF_ROLLOUT, LEAF_TERMINAL = 0, 1
+
+
+@njit(cache=True)
+def _descend(t, root, S, pol, q, cfg, prior_buf):
+    """One descent with virtual loss (one rollout's worth on every edge
+    taken) on scratch board ``S``: queue unseen positions for the network,
+    expand a new leaf with the tree policy. Returns (leaf node, kind, value
+    for a terminal leaf)."""
+    c_puct, fpu, root_fpu, lam = cfg[C_PUCT], cfg[C_FPU], cfg[C_ROOT_FPU], cfg[C_LAM]
+    max_depth = int(cfg[C_MAX_DEPTH])
+    qcap = q.node.shape[0]
+    copy_board(S, root)
+    node = 0
+    depth = 0
+    while True:
+        if t.terminal[node]:
+            return node, LEAF_TERMINAL, _sign_for(S, cfg[C_KOMI], t.to_play[node])
+        if t.net_state[node] == NET_NONE and q.count[0] < qcap:
+            k = q.count[0]
+            encode_into(S, int(cfg[C_PRESET]), q.planes[k])
+            legal_mask(S, q.legal[k])
+            q.node[k] = node
+            q.count[0] = k + 1
+            t.net_state[node] = NET_QUEUED
+        if not t.expanded[node]:
+            legal_mask(S, t.children_legal[node])
+            patterns.probabilities(S, patterns.state_for(S), pol.tree_tab, pol.tree_w, pol.tree_row, prior_buf)
+            set_priors(t, node, prior_buf)
+            t.expanded[node] = True
+            return node, LEAF_ROLLOUT, 0.0
+        if depth >= max_depth:
+            return node, LEAF_ROLLOUT, 0.0
+        a = pick(t, node, c_puct, root_fpu if node == 0 else fpu, lam)
+        if a < 0:
+            raise RuntimeError("apv: a non-terminal node has no legal move")
+        if play_flat(S, a, t.to_play[node]) != 0:
+            raise RuntimeError("apv: a move marked legal was refused by the board")
+        t.children_nr[node, a] += 1  # virtual loss
+        t.children_wr[node, a] -= 1.0
+        t.node_nr[node] += 1
+        depth += 1
+        c = t.children_index[node, a]
+        if c < 0:
+            c = t.counter[0]
+            t.counter[0] = c + 1
+            t.children_index[node, a] = c
+            t.parents[c] = node
+            t.action[c] = a
+            t.to_play[c] = S[B_META][M_TOPLAY]
+            t.terminal[c] = S[B_META][M_PASSES] >= 2
+        node = c
+
+
+@njit(cache=True, nogil=True)
+def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, leaf_value):
+    """``m`` descents from board tuple ``root``, one after another (virtual
+    loss keeps them apart), leaf ``k`` on scratch board ``k`` of the stacked
+    boards ``scr`` (each with history room for a path and a rollout).
+    Positions on the paths that the network has not seen are added to queue
+    ``q`` while it has room. Returns the descents made (fewer only when the
+    tree is full)."""
+    zob = root[B_ZOB]
+    cap = t.parents.shape[0]
+    for k in range(m):
+        if t.counter[0] + 1 >= cap:
+            return k
+        leaf_node[k], leaf_kind[k], leaf_value[k] = _descend(t, root, board_k(scr, zob, k), pol, q, cfg, prior_buf)
+    return m
+
+
+@njit(cache=True, nogil=True)
+def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value):
+    """One pattern rollout from each of the first ``m`` scratch boards whose
+    leaf is not terminal; its result (+1/-1/0 for the leaf's player to move)
+    into ``leaf_value``. Touches no tree: runs outside the tree lock."""
+    max_moves = int(cfg[C_MAX_MOVES])
+    komi = cfg[C_KOMI]
+    for k in range(m):
+        if leaf_kind[k] == LEAF_ROLLOUT:
+            S = board_k(scr, zob, k)
+            me = S[B_META][M_TOPLAY]
+            patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
+            leaf_value[k] = _sign_for(S, komi, me)
+
+
+@njit(cache=True, nogil=True)
+def backup_many(t, m, leaf_node, leaf_value):
+    """Back the first ``m`` leaves' results up, taking back their virtual loss."""
+    for k in range(m):
+        _backup(t, leaf_node[k], leaf_value[k], True, True)
+
+
+@njit(cache=True, nogil=True)
+def apply_net(t, nodes, priors, values, n, lam):
+    """Fold in the network's answers for ``nodes[:n]``: priors replace the
+    tree policy's; values (player to move's view) are backed up when
+    ``lam > 0``."""
+    for i in range(n):
+        node = nodes[i]
+        if t.net_state[node] != NET_QUEUED:
+            continue
+        set_priors(t, node, priors[i])
+        t.net_state[node] = NET_DONE
+        if lam > 0.0:
+            v = values[i]
+            if v == v:
+                _backup(t, node, min(1.0, max(-1.0, float(v))), False, False)
+
+
+def hist_room(root_board, max_moves: int, max_depth: int) -> int:
+    """History length a scratch board needs for a path and a rollout."""
+    return int(root_board[B_META][M_NHIST]) + max_depth + max_moves + 16
+
+
+def check(t: ApvTree) -> None:
+    """Assert the bookkeeping invariants at rest (tests; O(nodes * A)): no
+    virtual loss left, every edge's counts equal its child's, an expanded
+    node's rollouts are its own plus its children's."""
+    n = int(t.counter[0])
+    for node in range(n):
+        kids = t.children_index[node]
+        for a in np.flatnonzero(kids >= 0):
+            c = kids[a]
+            assert t.parents[c] == node and t.action[c] == a
+            assert t.children_nr[node, a] == t.node_nr[c], (node, a)
+            assert t.children_nv[node, a] == t.node_nv[c], (node, a)
+            sign = 1.0 if t.to_play[node] == t.to_play[c] else -1.0
+            assert np.isclose(t.children_wr[node, a], sign * t.node_wr[c])
+            assert np.isclose(t.children_wv[node, a], sign * t.node_wv[c])
+            assert t.children_legal[node, a]
+        if t.expanded[node] and not t.terminal[node]:
+            own = t.node_nr[node] - t.children_nr[node].sum()  # rollouts from the node itself
+            assert own >= (0 if node == 0 else 1) and (node != 0 or own == 0), (node, own)
+            assert np.isclose(t.children_prior[node].sum(), 1.0, atol=1e-4)
+            assert not t.children_prior[node][~t.children_legal[node]].any()

@@ -1,0 +1,166 @@
+"""The asynchronous policy-value search (search.apv) with the shipped
+pattern policies and fake networks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alphalite.go import board
+from alphalite.nn import features
+from search import apv_kernels as K
+from search.apv import ApvSearch, root_analysis
+from search.params import SearchParams
+from search.rollout import PatternPolicy
+from tests.test_search import CAPTURE, CAPTURE_MOVE
+
+PRESET = "default"
+
+
+@pytest.fixture(scope="module")
+def policies():
+    return PatternPolicy.load("tree19"), PatternPolicy.load("rollout19")
+
+
+def flat_net(value=0.0, calls=None):
+    """Uniform priors, a constant value; records the batch sizes it saw."""
+
+    def net_fn(params, planes, legal):
+        if calls is not None:
+            calls.append(len(planes))
+        return np.ones(legal.shape, np.float32), np.full(len(planes), value, np.float32)
+
+    return net_fn
+
+
+def make(net_fn, policies, size, **kw):
+    tp, rp = policies
+    return ApvSearch(net_fn, None, features.preset_id(PRESET), features.num_planes(PRESET), tp, rp, size=size, **kw)
+
+
+def test_finds_the_capture(policies):
+    state = board.parse_diagram(CAPTURE, komi=12.5)
+    s = make(flat_net(), policies, 5, synchronous=True, search_params=SearchParams(lam=0.0))
+    out = s.run(state, max_sims=300)
+    assert out.action == CAPTURE_MOVE
+    assert out.simulations == 300
+    assert out.tree.children_nr[0].sum() == 300
+    K.check(out.tree)
+    assert out.root_value > 0.5
+
+
+def test_bookkeeping_holds_and_network_priors_replace_the_tree_policy(policies):
+    size = 9
+    target = 40  # the network puts nearly all its prior on one point when legal
+
+    def net_fn(params, planes, legal):
+        p = np.where(legal, 1e-3, 0.0).astype(np.float32)
+        p[:, target] = np.where(legal[:, target], 1.0, 0.0)
+        return p, np.full(len(planes), 0.25, np.float32)
+
+    s = make(net_fn, policies, size, synchronous=True, search_params=SearchParams(lam=0.5))
+    out = s.run(board.new_game(size, 7.0), max_sims=200)
+    t = out.tree
+    K.check(t)
+    done = np.flatnonzero(t.net_state[: t.counter[0]] == K.NET_DONE)
+    assert done.size == out.net_evals > 1
+    for node in done:
+        legal = t.children_legal[node]
+        want = np.where(legal, 1e-3, 0.0)
+        if legal[target]:
+            want[target] = 1.0
+        np.testing.assert_allclose(t.children_prior[node], want / want.sum(), rtol=1e-5)
+    # every network value (0.25 for the player to move) was backed up to the root
+    assert t.node_nv[0] == out.net_evals
+    # nodes never shown to the network keep the tree policy's priors
+    fresh = np.flatnonzero((t.net_state[: t.counter[0]] == K.NET_NONE) & t.expanded[: t.counter[0]])
+    assert all(np.isclose(t.children_prior[n].sum(), 1.0) for n in fresh)
+
+
+def test_lambda_zero_keeps_network_values_out(policies):
+    s = make(flat_net(value=1.0), policies, 9, synchronous=True, search_params=SearchParams(lam=0.0))
+    out = s.run(board.new_game(9, 7.0), max_sims=64)
+    assert not out.tree.node_nv.any()
+    assert out.net_evals > 1
+
+
+def test_synchronous_search_is_deterministic(policies):
+    a = make(flat_net(), policies, 9, synchronous=True, seed=3).run(board.new_game(9, 7.0), max_sims=120)
+    b = make(flat_net(), policies, 9, synchronous=True, seed=3).run(board.new_game(9, 7.0), max_sims=120)
+    np.testing.assert_array_equal(a.tree.children_nr[0], b.tree.children_nr[0])
+    assert a.action == b.action
+
+
+def test_threads_share_one_tree(policies):
+    calls = []
+    s = make(flat_net(value=-0.5, calls=calls), policies, 9, threads=2, leaves_per_call=4,
+             search_params=SearchParams(lam=0.5))
+    try:
+        for _ in range(2):  # the network thread and the lanes carry over to the next move
+            out = s.run(board.new_game(9, 7.0), max_sims=400)
+            assert out.simulations == 400 == out.tree.children_nr[0].sum()
+            K.check(out.tree)
+        out = s.run(board.new_game(9, 7.0), max_seconds=0.3)
+        K.check(out.tree)
+        assert out.simulations > 0 and out.net_evals > 1
+    finally:
+        s.close()
+    assert max(calls) <= s.batch
+    assert s.worker is None
+
+
+def test_network_errors_reach_the_caller(policies):
+    def broken(params, planes, legal):
+        if len(planes) > 1 or broken.n:
+            raise RuntimeError("net fell over")
+        broken.n += 1
+        return np.ones(legal.shape, np.float32), np.zeros(len(planes), np.float32)
+
+    broken.n = 0
+    s = make(broken, policies, 9, threads=2)
+    try:
+        with pytest.raises(RuntimeError, match="net fell over"):
+            s.run(board.new_game(9, 7.0), max_seconds=2.0)
+    finally:
+        s.close()
+
+
+def test_mixed_value_and_selection_arithmetic():
+    t = K.new_tree(4, 3, board.BLACK)
+    t.expanded[0] = True
+    t.children_legal[0] = True
+    t.children_prior[0] = [0.5, 0.3, 0.2]
+    # move 0: 4 rollouts worth +2 in all, 2 value-net results worth -1
+    t.children_nr[0, 0], t.children_wr[0, 0], t.children_nv[0, 0], t.children_wv[0, 0] = 4, 2.0, 2, -1.0
+    t.node_nr[0], t.node_wr[0], t.node_nv[0], t.node_wv[0] = 5, 2.0, 2, -1.0
+    lam = 0.5
+    assert K.edge_q(t, 0, 0, lam) == pytest.approx(0.5 * 0.5 + 0.5 * -0.5)
+    assert K.edge_q(t, 0, 0, 0.0) == pytest.approx(0.5)
+    assert K.node_q(t, 0, lam) == pytest.approx(0.5 * 0.4 + 0.5 * -0.5)
+    # unvisited moves 1, 2 get Q(node) - 0.25 * sqrt(0.5) (first-play urgency);
+    # with c_puct 1: move 0 scores 0 + 0.5 * sqrt(5) / 5, move 1 fpu + 0.3 * sqrt(5)
+    fpu = K.node_q(t, 0, lam) - 0.25 * np.sqrt(0.5)
+    s0 = 0.0 + 1.0 * 0.5 * np.sqrt(5) / 5
+    s1 = fpu + 1.0 * 0.3 * np.sqrt(5)
+    assert s1 > s0
+    assert K.pick(t, 0, 1.0, 0.25, lam) == 1
+    # with a large FPU reduction the visited move wins
+    assert K.pick(t, 0, 1.0, 3.0, lam) == 0
+
+
+def test_analysis_lists_visited_moves(policies):
+    s = make(flat_net(), policies, 9, synchronous=True)
+    out = s.run(board.new_game(9, 7.0), max_sims=100)
+    rows = root_analysis(out.tree, 0.5)
+    assert rows[0]["move"] == out.action
+    assert sum(r["visits"] for r in rows) == 100
+    assert all(0.0 <= r["winrate"] <= 1.0 and r["pv"][0] == r["move"] for r in rows)
+
+
+def test_refuses_finished_games_and_other_sizes(policies):
+    s = make(flat_net(), policies, 9, synchronous=True)
+    over = board.play(board.play(board.new_game(9), 81), 81)
+    with pytest.raises(ValueError, match="game is over"):
+        s.run(over, max_sims=10)
+    with pytest.raises(ValueError, match="9x9"):
+        s.run(board.new_game(7), max_sims=10)
