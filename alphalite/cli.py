@@ -128,7 +128,11 @@ def _arena(args):
 
 def _add_gtp_arguments(p) -> None:
     # Kept here, not imported from alphalite.gtp.engine, so `alphalite --help` stays instant.
-    p.add_argument("--engine", choices=("random", "policy", "mcts"), default="mcts", help="move chooser")
+    p.add_argument("--engine", choices=("random", "policy", "mcts", "apv"), default="mcts",
+                   help="move chooser: apv = AlphaGo's asynchronous search (pattern rollouts on every core, the "
+                        "nets in batches beside them)")
+    p.add_argument("--tree-policy", default="tree19", help="apv: the pattern tree policy (priors of new leaves)")
+    p.add_argument("--rollout-policy", default="rollout19", help="apv: the pattern rollout policy")
     p.add_argument("--checkpoint", default="auto",
                    help="policy net: a shipped net's name (policy9, policy19, rl9, rl19), an exported model folder "
                         "or a run folder (a path that exists wins); auto: the shipped net of the board size in play "

@@ -335,6 +335,29 @@ class _Run:
                          time.perf_counter() - self.t0)
 
 
+class ApvView:
+    """What the GTP analysis commands read of a search tree
+    (``search.tree.Tree``'s names), over an ``ApvTree``."""
+
+    raw_root_prior = None
+
+    def __init__(self, tree: K.ApvTree, root_state: GoState, lam: float):
+        self.tree, self.root_state, self.lam = tree, root_state, lam
+        self.children_prior = tree.children_prior
+        self.children_legal = tree.children_legal
+        self.node_visits = tree.node_nr
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.tree.counter[0])
+
+    def value(self, node: int = 0) -> float:
+        return float(K.node_q(self.tree, node, self.lam))
+
+    def root_analysis(self, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
+        return root_analysis(self.tree, self.lam, min_visits, pv_len)
+
+
 def root_analysis(tree: K.ApvTree, lam: float, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
     """Per visited root move (most rollouts first): move, visits, q (root
     player's view), winrate, prior, lcb, pv, pv_visits; what ``lz-analyze``
@@ -363,4 +386,4 @@ def root_analysis(tree: K.ApvTree, lam: float, min_visits: int = 1, pv_len: int 
     return out
 
 
-__all__ = ["ApvOutput", "ApvSearch", "MAX_DEPTH", "root_analysis"]
+__all__ = ["ApvOutput", "ApvSearch", "ApvView", "MAX_DEPTH", "root_analysis"]

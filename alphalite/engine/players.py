@@ -11,6 +11,9 @@ Players (``genmove(state, candidates, budget, rng, callback) -> Decision``):
   Numba rollout values, a value net mixed in with ``lambda``, or uniform
   priors + rollouts), searched in growing chunks so a time budget, a visit
   cap and a stop callback all end it; the tree is reused between moves.
+* ``ApvPlayer``: AlphaGo's asynchronous policy-value search
+  (``search.apv``): pattern rollouts on every core, the network's priors and
+  values arriving in batches beside them.
 
 Judgement (no GNU Go needed):
 
@@ -469,31 +472,100 @@ class MctsPlayer:
             cap = DEFAULT_VISITS if budget is None else max_tree_visits(state.size)
         out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback)
         tree = out.tree
-        n2 = state.size * state.size
-        move = int(out.action)
         visits = tree.children_visits[0]
-        wr = 0.5 * (out.root_value + 1.0)
-        note = ""
-        allowed = candidates.copy()
-        allowed[n2] = True  # the search may pass ...
-        if move == n2 and candidates[:-1].any() and state.move_number < n2 // 3:
-            allowed[n2] = False  # ... but not in the opening
-            note = "no pass in the opening"
-        if not allowed[move]:
-            masked = np.where(allowed, visits, -1)
-            best = int(np.argmax(masked))
-            if masked[best] > 0:
-                move = best
-            elif candidates[:-1].any():
-                pri = np.where(candidates, tree.children_prior[0], -1)
-                move = int(np.argmax(pri))
-            else:
-                move = n2
-            note = note or "search move fills own territory"
-        return Decision(move, winrate=float(wr), visits=int(visits.sum()),
+        move, note = settle(state, int(out.action), visits, tree.children_prior[0], candidates)
+        return Decision(move, winrate=0.5 * (out.root_value + 1.0), visits=int(visits.sum()),
                         analysis=tree.root_analysis(), note=note)
 
 
-__all__ = ["Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer",
+def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: np.ndarray) -> tuple[int, str]:
+    """A search's move checked against the candidate rule: no pass in the
+    opening, no move that fills own territory (the most visited allowed
+    move instead, else the best prior). Returns (move, note)."""
+    n2 = state.size * state.size
+    note = ""
+    allowed = candidates.copy()
+    allowed[n2] = True  # the search may pass ...
+    if move == n2 and candidates[:-1].any() and state.move_number < n2 // 3:
+        allowed[n2] = False  # ... but not in the opening
+        note = "no pass in the opening"
+    if not allowed[move]:
+        masked = np.where(allowed, visits, -1)
+        best = int(np.argmax(masked))
+        if masked[best] > 0:
+            move = best
+        elif candidates[:-1].any():
+            move = int(np.argmax(np.where(candidates, prior, -1)))
+        else:
+            move = n2
+        note = note or "search move fills own territory"
+    return move, note
+
+
+class ApvPlayer:
+    """AlphaGo's asynchronous policy-value search (``search.apv``) as a
+    player: pattern rollouts on every core, the network in batches beside
+    them. ``visits`` caps the rollouts of a move; without a clock the cap
+    is ``DEFAULT_VISITS``."""
+
+    name = "apv"
+    has_prior = True
+
+    def __init__(self, net: PolicyNet, tree_policy, rollout_policy, search_params=None, *,
+                 visits: int | None = None, threads: int | None = None, label: str = "apv"):
+        from alphalite.nn import features
+        from search.apv import ApvSearch
+
+        self.net = net
+        self.visits = None if visits is None else int(visits)
+        self.label = label
+        lam = search_params.lam if search_params is not None else None
+        if net.value_model is None:
+            lam = 0.0  # priors only: rollouts value the leaves
+        if net.inference == "onnx":
+            from alphalite.nn import onnx_export
+
+            # one ORT thread: the other cores play rollouts
+            net_fn = onnx_export.policy_value_fn(net.model, net.variables, net.value_model, net.value_variables,
+                                                 threads=1)
+        else:
+            net_fn = net.net_fn
+        from search.params import SearchParams
+
+        sp = search_params or SearchParams()
+        if lam is not None and lam != sp.lam:
+            sp = dataclasses.replace(sp, lam=lam)
+        self.search = ApvSearch(net_fn, net.params, features.preset_id(net.preset), features.num_planes(net.preset),
+                                tree_policy, rollout_policy, size=net.size, search_params=sp,
+                                pad_batches=net.inference != "onnx", threads=threads)
+
+    def prior(self, state) -> np.ndarray:
+        return self.net.priors(state)
+
+    def forget(self):
+        pass
+
+    def close(self):
+        self.search.close()
+
+    def _run(self, state, *, max_visits=None, max_seconds=None, callback=None):
+        from search.apv import ApvView
+
+        lam = self.search.sp.lam
+        cb = None if callback is None else (lambda out: bool(callback(ApvView(out.tree, state, lam),
+                                                                      out.simulations)))
+        out = self.search.run(state, max_sims=max_visits, max_seconds=max_seconds, callback=cb)
+        return out, ApvView(out.tree, state, lam)
+
+    def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
+        cap = self.visits if self.visits is not None else (DEFAULT_VISITS if budget is None else None)
+        out, view = self._run(state, max_visits=cap, max_seconds=budget, callback=callback)
+        visits = out.tree.children_nr[0]
+        move, note = settle(state, int(out.action), visits, out.tree.children_prior[0], candidates)
+        return Decision(move, winrate=0.5 * (out.root_value + 1.0), visits=int(visits.sum()),
+                        analysis=view.root_analysis(), note=note)
+
+
+__all__ = ["ApvPlayer", "Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer",
            "candidate_moves", "dead_stones", "final_score", "load_net", "owners", "ownership_counts",
-           "playout_outcomes", "resume", "search"]
+           "playout_outcomes", "resume", "search", "settle"]

@@ -76,7 +76,8 @@ def config_from_args(args) -> EngineConfig:
                         temperature=args.temperature,
                         resign_threshold=args.resign_threshold, resign_moves=args.resign_moves,
                         resign=not args.no_resign, komi=args.komi, size=args.size, seed=args.seed,
-                        score_playouts=args.score_playouts)
+                        score_playouts=args.score_playouts, tree_policy=args.tree_policy,
+                        rollout_policy=args.rollout_policy)
 
 
 @contextlib.contextmanager

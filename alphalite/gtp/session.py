@@ -28,6 +28,7 @@ from alphalite.gtp.protocol import GtpFailure
 
 NAME = "alphalite"
 VERSION = metadata.version("alphalite")  # pyproject.toml's, as installed
+ENGINES = ("random", "policy", "mcts", "apv")
 AUTO = "auto"  # --checkpoint / --value-checkpoint: the shipped nets of each board size
 
 _VERTEX = re.compile(r"[A-Za-z][0-9]{1,2}\Z")
@@ -35,7 +36,7 @@ _VERTEX = re.compile(r"[A-Za-z][0-9]{1,2}\Z")
 
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
-    engine: str = "random"  # random | policy | mcts
+    engine: str = "random"  # random | policy | mcts | apv
     checkpoint: str | None = None  # policy net: shipped net's name, model or run folder; AUTO: shipped; None: none
     # value net, the same forms (AUTO: the shipped one when the policy net is AUTO, else none); mcts mixes
     # it with rollouts by lam, policy resigns by it
@@ -55,6 +56,8 @@ class EngineConfig:
     seed: int = 0
     score_playouts: int = 128  # random playouts for dead stones (final_score, cleanup, passing)
     superko: bool = True
+    tree_policy: str = "tree19"  # apv: pattern tree policy (a shipped name or a folder)
+    rollout_policy: str = "rollout19"  # apv: pattern rollout policy
 
     def __post_init__(self):
         """ValueError naming the flag for a value no game can be played with."""
@@ -62,7 +65,7 @@ class EngineConfig:
             return isinstance(x, (int, float)) and math.isfinite(x)
 
         for ok, flag, want, got in (
-                (self.engine in ("random", "policy", "mcts"), "engine", "random, policy or mcts", self.engine),
+                (self.engine in ENGINES, "engine", ", ".join(ENGINES), self.engine),
                 (self.inference in ("auto", "jax", "onnx"), "inference", "auto, jax or onnx", self.inference),
                 (isinstance(self.size, int) and 2 <= self.size <= 25, "size", "in 2..25", self.size),
                 (finite(self.komi), "komi", "a finite number", self.komi),
@@ -206,6 +209,9 @@ class Session:
             if isinstance(p, players.MctsPlayer):
                 p.run(st, np.random.default_rng(0), max_visits=16).tree.root_analysis()
                 p.forget()
+            elif isinstance(p, players.ApvPlayer):
+                cand = players.candidate_moves(st)
+                p.genmove(st, cand, None, None, lambda view, n: bool(view.root_analysis()) and n >= 8)
             elif isinstance(p, players.PolicyPlayer):
                 p.prior(st)
         except Exception as e:  # noqa: BLE001 - reported, genmove then falls back
@@ -280,6 +286,20 @@ class Session:
             raise GtpFailure(f"cannot load the {n}x{n} network")
         return net
 
+    def _apv_player(self, net):
+        from alphalite.engine import players
+        from alphalite.nn import checkpoint
+        from search.params import SearchParams
+        from search.rollout import PatternPolicy
+
+        cfg = self.config
+        try:
+            tree, roll = PatternPolicy.load(cfg.tree_policy), PatternPolicy.load(cfg.rollout_policy)
+        except checkpoint.CheckpointError as e:
+            self.log(f"{NAME}: cannot load the pattern policies: {e}")
+            raise GtpFailure("cannot load the pattern policies") from None
+        return players.ApvPlayer(net, tree, roll, SearchParams(lam=cfg.lam), visits=cfg.visits)
+
     def _player(self):
         """The move chooser for the current board size."""
         from alphalite.engine import players
@@ -295,6 +315,8 @@ class Session:
             if net is not None:
                 if cfg.engine == "policy":
                     p = players.PolicyPlayer(net, cfg.temperature)
+                elif cfg.engine == "apv":
+                    p = self._apv_player(net)
                 else:
                     from search.evaluators import mix_rollouts, network_evaluator
 
