@@ -9,6 +9,14 @@ Prints one JSON line. For each board size and leaf batch size (1, 8, 32):
   (selection, replay of leaves, feature encoding, backup), measured inside
   the same search by timing the network call.
 
+``engines``: the engine's two searches with the shipped nets (policy9 +
+value9, policy19 + value19sp, ONNX Runtime on the CPU) from a mid-game
+position, each for ``--seconds``: ``mcts`` (PUCT, each visit one network
+evaluation in batches of 8 and one uniform rollout, lambda 0.5) and ``apv``
+(the asynchronous search: pattern rollouts on every core, the network on
+its own thread): visits/s, rollouts/s, net evals/s and the process's CPU
+time per wall second (2.0: both cores busy).
+
 Also bf16 against fp32 inference on 19x19 (evals/s, top-1 agreement and the
 largest prior difference on positions from real games). The nets are
 randomly initialised unless --checkpoint gives a policy: speed does not
@@ -124,6 +132,45 @@ def bench_search(net_fn, params, state, batch, seconds, preset):
     return visits / wall, 1.0 - timed["t"] / wall
 
 
+SHIPPED = {9: ("policy9", "value9"), 19: ("policy19", "value19sp")}
+
+
+def bench_engines(size, seconds):
+    """The engine's searches (mcts, apv) with the shipped nets, as the GTP engine builds them."""
+    from alphalite.engine import players
+    from search.evaluators import mix_rollouts, network_evaluator
+    from search.params import SearchParams
+    from search.rollout import PatternPolicy
+
+    net = players.load_net(*SHIPPED[size])
+    state = _positions(size, 1, seed=2)[0]
+    out = {"inference": net.inference}
+    ev = mix_rollouts(network_evaluator(net.net_fn, preset=net.preset, pad_to=8), 0.5)
+    mcts = players.MctsPlayer(ev, net.params, batch_size=8)
+    mcts.run(state, np.random.default_rng(0), max_visits=32)
+    mcts.forget()
+    c0, t0 = time.process_time(), time.perf_counter()
+    res = mcts.run(state, np.random.default_rng(1), max_visits=10**7, max_seconds=seconds)
+    wall = time.perf_counter() - t0
+    v = int(res.tree.children_visits[0].sum())
+    out["mcts"] = {"visits_per_s": round(v / wall, 1), "rollouts_per_s": round(v / wall, 1),
+                   "net_evals_per_s": round(v / wall, 1), "cpu_per_wall": round((time.process_time() - c0) / wall, 2)}
+    apv = players.ApvPlayer(net, PatternPolicy.load("tree19"), PatternPolicy.load("rollout19"), SearchParams(lam=0.5))
+    try:
+        apv.search.run(state, max_sims=64)
+        c0 = time.process_time()
+        res = apv.search.run(state, max_seconds=seconds)
+        cpu = time.process_time() - c0
+    finally:
+        apv.close()
+    out["apv"] = {"visits_per_s": round(res.simulations / res.seconds, 1),
+                  "rollouts_per_s": round(res.simulations / res.seconds, 1),
+                  "net_evals_per_s": round(res.net_evals / res.seconds, 1),
+                  "cpu_per_wall": round(cpu / res.seconds, 2), "threads": apv.search.threads}
+    out["apv_vs_mcts_visits"] = round(out["apv"]["visits_per_s"] / out["mcts"]["visits_per_s"], 2)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="b6c64", help="ResNet preset")
@@ -131,6 +178,7 @@ def main():
     p.add_argument("--batches", default="1,8,32")
     p.add_argument("--seconds", type=float, default=4.0, help="time per measurement")
     p.add_argument("--preset", default="default")
+    p.add_argument("--only-engines", action="store_true", help="measure only the engine's searches (shipped nets)")
     args = p.parse_args()
 
     import jax
@@ -142,6 +190,14 @@ def main():
     planes_n = features.num_planes(args.preset)
     out = {"benchmark": "search", "model": args.model, "preset": args.preset, "jax": jax.__version__,
            "backend": jax.default_backend(), "cpu_count": os.cpu_count()}
+    sys.path.append(str(Path(__file__).resolve().parent))  # after the packages: `search` stays ours
+    from inference import cpu_name
+
+    out["cpu"] = cpu_name()
+    out["engines"] = {f"{n}x{n}": bench_engines(n, args.seconds) for n in [int(s) for s in args.sizes.split(",")]}
+    if args.only_engines:
+        print(json.dumps(out))
+        return
     for size in [int(s) for s in args.sizes.split(",")]:
         policy = nets.make_model(args.model, size, planes_n)
         value = nets.make_model(args.model + "_value", size, planes_n)

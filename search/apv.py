@@ -51,6 +51,7 @@ class ApvOutput(NamedTuple):
     simulations: int  # rollouts this search
     net_evals: int  # positions the network evaluated this search (root included)
     seconds: float
+    ownership: np.ndarray  # float32 [size*size]: mean final owner over the rollouts, black +1, white -1
 
 
 def _scratch(root_board, k: int, hist_cap: int):
@@ -120,6 +121,9 @@ class _Lane:
         self.leaf_value = np.zeros(m, np.float64)
         self.prior_buf = np.zeros(A, np.float64)
         self.rng = np.array([seed], np.int64)
+        self.own = np.zeros(A - 1, np.float64)  # summed final owners of this lane's rollouts (black +1)
+        self.own_buf = np.zeros(A - 1, np.int8)
+        self.n_own = 0
 
 
 class ApvSearch:
@@ -231,6 +235,9 @@ class _Run:
         s, tree = self.s, self.tree
         for q in s.queues:
             q.count[0] = 0
+        for lane in self.lanes:
+            lane.own[:] = 0.0
+            lane.n_own = 0
         if s.worker is not None:
             s.worker.wait()  # a batch of the previous search may still be in flight
             s.worker.result = None
@@ -307,7 +314,8 @@ class _Run:
                 m = K.descend_many(tree, self.root, lane.scr, s.pol, self.fill, self.cfg, lane.prior_buf, m,
                                    lane.leaf_node, lane.leaf_kind, lane.leaf_value)
                 self.sims += m
-            K.rollout_many(lane.scr, self.zob, s.pol, self.cfg, lane.rng, m, lane.leaf_kind, lane.leaf_value)
+            lane.n_own += K.rollout_many(lane.scr, self.zob, s.pol, self.cfg, lane.rng, m, lane.leaf_kind, lane.leaf_value,
+                           lane.own, lane.own_buf)
             with self.lock:
                 K.backup_many(self.tree, m, lane.leaf_node, lane.leaf_value)
                 self.backed += m
@@ -331,8 +339,9 @@ class _Run:
             visits, best = prior.astype(np.float64), prior.max()
         cand = np.flatnonzero((visits == best) & legal)
         action = int(cand[np.argmax(prior[cand])]) if cand.size else self.s.A - 1
+        own = sum(lane.own for lane in self.lanes) / max(sum(lane.n_own for lane in self.lanes), 1)
         return ApvOutput(action, probs, float(K.node_q(tree, 0, self.lam)), tree, self.backed, self.net_evals,
-                         time.perf_counter() - self.t0)
+                         time.perf_counter() - self.t0, own.astype(np.float32))
 
 
 class ApvView:

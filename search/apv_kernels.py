@@ -28,7 +28,8 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import patterns
-from alphalite.go.board import B_META, B_ZOB, M_NHIST, M_PASSES, M_TOPLAY, area, copy_board, legal_mask, play_flat
+from alphalite.go.board import (B_META, B_ZOB, M_NHIST, M_PASSES, M_TOPLAY, area, copy_board, legal_mask, owners_into,
+                                play_flat)
 from alphalite.nn.features import encode_into
 
 NET_NONE, NET_QUEUED, NET_DONE = 0, 1, 2
@@ -307,18 +308,26 @@ def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, 
 
 
 @njit(cache=True, nogil=True)
-def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value):
+def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf):
     """One pattern rollout from each of the first ``m`` scratch boards whose
     leaf is not terminal; its result (+1/-1/0 for the leaf's player to move)
-    into ``leaf_value``. Touches no tree: runs outside the tree lock."""
+    into ``leaf_value``, each point's final owner (black +1) added to
+    ``own`` (the search's ownership estimate). Touches no tree: runs
+    outside the tree lock. Returns the rollouts played."""
     max_moves = int(cfg[C_MAX_MOVES])
     komi = cfg[C_KOMI]
+    played = 0
     for k in range(m):
         if leaf_kind[k] == LEAF_ROLLOUT:
+            played += 1
             S = board_k(scr, zob, k)
             me = S[B_META][M_TOPLAY]
             patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
             leaf_value[k] = _sign_for(S, komi, me)
+            owners_into(S, own_buf)
+            for i in range(own_buf.shape[0]):
+                own[i] += own_buf[i]
+    return played
 
 
 @njit(cache=True, nogil=True)

@@ -164,3 +164,25 @@ def test_refuses_finished_games_and_other_sizes(policies):
         s.run(over, max_sims=10)
     with pytest.raises(ValueError, match="9x9"):
         s.run(board.new_game(7), max_sims=10)
+
+
+def test_ownership_comes_from_the_rollouts(policies):
+    # Black owns the left two columns for sure (a living wall with eyes),
+    # White the right; the search's ownership must say so.
+    diagram = """
+    . X . X O . O . .
+    X X X X O O O O O
+    . X . X O . O . .
+    X X X X O O O O O
+    . X . X O . O . .
+    X X X X O O O O O
+    . X . X O . O . .
+    X X X X O O O O O
+    . X . X O . O . .
+    """
+    state = board.parse_diagram(diagram, komi=7.0)
+    s = make(flat_net(), policies, 9, synchronous=True)
+    out = s.run(state, max_sims=50)
+    own = out.ownership.reshape(9, 9)
+    assert (own[:, :4] == 1.0).all() and (own[:, 5:] == -1.0).all()
+    assert out.ownership.dtype == np.float32
