@@ -27,12 +27,14 @@ from alphalite.go.board import WHITE
 class Judge:
     """``judge(state) -> (score, dead points)``: ``players.final_score``
     with ``playouts`` playouts seeded by the position (the same position,
-    the same verdict), the last ``capacity`` positions cached."""
+    the same verdict), the last ``capacity`` positions cached. ``policy``:
+    a pattern rollout policy plays the playouts (uniform random without)."""
 
-    def __init__(self, playouts: int, seed: int = 0, capacity: int = 64):
+    def __init__(self, playouts: int, seed: int = 0, capacity: int = 64, policy=None):
         self.playouts = playouts
         self.seed = seed
         self.capacity = capacity
+        self.policy = policy
         self._cache: dict = {}
 
     def __call__(self, state: board.GoState) -> tuple[float, np.ndarray]:
@@ -41,7 +43,7 @@ class Judge:
             if len(self._cache) >= self.capacity:
                 self._cache.clear()
             seed = (state.hash ^ self.seed) & 0x7FFFFFFFFFFFFFFF
-            self._cache[key] = players.final_score(state, self.playouts, seed)
+            self._cache[key] = players.final_score(state, self.playouts, seed, self.policy)
         return self._cache[key]
 
     def clear(self) -> None:

@@ -40,7 +40,7 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from alphalite.go import board, coords
+from alphalite.go import board, coords, patterns
 from alphalite.go.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
 
 
@@ -48,12 +48,16 @@ from alphalite.go.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
 
 
 @njit(cache=True)
-def _ownership_counts(B, scratch, rng, n, max_moves, komi, black, white, margins):
+def _ownership_counts(B, scratch, rng, n, max_moves, komi, black, white, margins, tab, w):
+    # tab/w: a pattern rollout policy's table and weights; empty: uniform playouts
     size = B[B_META][M_SIZE]
     own = np.zeros(size * size, np.int8)
     for k in range(n):
         board.copy_board(scratch, B)
-        board.playout(scratch, rng, max_moves)
+        if tab.shape[0] > 0:
+            patterns.rollout(scratch, patterns.state_for(scratch), tab, w, rng, max_moves)
+        else:
+            board.playout(scratch, rng, max_moves)
         board.owners_into(scratch, own)
         area = 0
         for i in range(size * size):
@@ -73,12 +77,14 @@ def owners(state: board.GoState) -> np.ndarray:
     return out
 
 
-def playout_outcomes(state: board.GoState, num_playouts: int = 64,
-                     seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def playout_outcomes(state: board.GoState, num_playouts: int = 64, seed: int = 0,
+                     policy=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(black, white, margins): ``black``/``white`` int64 [size*size] count
     the playouts (of ``num_playouts``) in which each point ends owned by
     black / by white; ``margins`` float64 [num_playouts] is each playout's
-    final Tromp-Taylor area, black minus white minus komi."""
+    final Tromp-Taylor area, black minus white minus komi. ``policy``: a
+    pattern rollout policy (``search.rollout.PatternPolicy``) plays the
+    playouts; None: uniform random ones."""
     from search.rollout import RolloutScratch, default_max_moves
 
     n = state.size
@@ -94,27 +100,30 @@ def playout_outcomes(state: board.GoState, num_playouts: int = 64,
         b = resume(state).board_tuple
     scratch = RolloutScratch().get(b, max_moves)
     rng = np.array([seed & 0x7FFFFFFFFFFFFFFF or 1], np.int64)
-    _ownership_counts(b, scratch, rng, num_playouts, max_moves, float(state.komi), black, white, margins)
+    tab, w = (policy.tab, policy.w) if policy is not None else (np.zeros(0, np.int64), np.zeros((2, 0), np.float32))
+    _ownership_counts(b, scratch, rng, num_playouts, max_moves, float(state.komi), black, white, margins, tab, w)
     return black, white, margins
 
 
-def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0,
+                     policy=None) -> tuple[np.ndarray, np.ndarray]:
     """(black, white) of ``playout_outcomes``."""
-    return playout_outcomes(state, num_playouts, seed)[:2]
+    return playout_outcomes(state, num_playouts, seed, policy)[:2]
 
 
-def dead_stones(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> np.ndarray:
+def dead_stones(state: board.GoState, num_playouts: int = 64, seed: int = 0, policy=None) -> np.ndarray:
     """Flat points of stones owned by the opponent at the end of most playouts."""
-    black, white = ownership_counts(state, num_playouts, seed)
+    black, white = ownership_counts(state, num_playouts, seed, policy)
     s = board.stones(state).ravel()
     half = num_playouts / 2.0
     dead = ((s == BLACK) & (white > half)) | ((s == WHITE) & (black > half))
     return np.flatnonzero(dead)
 
 
-def final_score(state: board.GoState, num_playouts: int = 64, seed: int = 0) -> tuple[float, np.ndarray]:
+def final_score(state: board.GoState, num_playouts: int = 64, seed: int = 0,
+                policy=None) -> tuple[float, np.ndarray]:
     """(black minus white minus komi after removing dead stones, dead points)."""
-    dead = dead_stones(state, num_playouts, seed)
+    dead = dead_stones(state, num_playouts, seed, policy)
     s = board.setup(state, empty=[int(p) for p in dead]) if dead.size else state
     return board.area_score(s), dead
 

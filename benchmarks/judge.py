@@ -1,0 +1,108 @@
+"""How well the engine's judge settles finished games: dead stones and the
+score from uniform random playouts against pattern rollouts
+(``checkpoints/rollout19``), on Tygem games that ended by count, with GNU
+Go's ``final_status_list dead`` and the recorded result as the reference.
+
+Prints one JSON line: per judge, the share of stones whose life/death agrees
+with GNU Go, the share of games where every stone agrees, and the share of
+games whose winner after removing the dead stones matches the record.
+
+    python benchmarks/judge.py [--archive ../shared/data/tygem-2011-11.tar.gz] [--games 30] [--playouts 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+# Run as a script, this file's folder comes first on sys.path, where
+# benchmarks/search.py would shadow the `search` package.
+if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+
+def counted_games(archive, n):
+    from alphalite.go import sgf
+
+    out = []
+    with tarfile.open(archive) as tar:
+        for m in tar:
+            if not m.name.endswith(".sgf"):
+                continue
+            try:
+                rec = sgf.read_sgf(tar.extractfile(m).read())
+            except Exception:  # noqa: BLE001 - a broken record is skipped
+                continue
+            if rec.size != 19 or rec.result_kind != "score" or rec.handicap:
+                continue
+            out.append(rec)
+            if len(out) >= n:
+                break
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--archive", default="../shared/data/tygem-2011-11.tar.gz")
+    p.add_argument("--games", type=int, default=30)
+    p.add_argument("--playouts", type=int, default=128)
+    args = p.parse_args()
+
+    from alphalite.engine import players
+    from alphalite.go import board, coords
+    from alphalite.go.gtpclient import GtpClient, find_gnugo
+    from search.rollout import PatternPolicy
+
+    policy = PatternPolicy.load("rollout19")
+    judges = {"uniform": None, "patterns": policy}
+    stats = {k: {"stones": 0, "agree": 0, "games_all_agree": 0, "winner_ok": 0, "seconds": 0.0} for k in judges}
+    games = 0
+    with GtpClient([find_gnugo(), "--mode", "gtp", "--chinese-rules"], timeout=120) as gg:
+        for rec in counted_games(args.archive, args.games):
+            s = board.new_game(19, rec.komi)
+            try:
+                for colour, mv in rec.moves:
+                    s = board.play(s, mv, colour)
+            except board.IllegalMove:
+                continue
+            gg.send("boardsize 19")
+            gg.send("clear_board")
+            gg.send(f"komi {rec.komi}")
+            for colour, mv in rec.moves:
+                gg.send(f"play {'b' if colour == 1 else 'w'} {coords.to_gtp(mv, 19)}")
+            words = gg.send("final_status_list dead", timeout=300).split()
+            ref = {coords.from_gtp(w, 19) for w in words}
+            stones = np.flatnonzero(board.stones(s).ravel() != 0)
+            want_black = rec.result.startswith("B")
+            games += 1
+            for name, pol in judges.items():
+                t = time.perf_counter()
+                score, dead = players.final_score(s, args.playouts, 1, pol)
+                st = stats[name]
+                st["seconds"] += time.perf_counter() - t
+                dead = set(int(x) for x in dead)
+                agree = sum((int(q) in dead) == (int(q) in ref) for q in stones)
+                st["stones"] += len(stones)
+                st["agree"] += agree
+                st["games_all_agree"] += agree == len(stones)
+                st["winner_ok"] += (score > 0) == want_black
+    out = {"benchmark": "judge", "games": games, "playouts": args.playouts}
+    for name, st in stats.items():
+        out[name] = {"stone_agreement": round(st["agree"] / max(st["stones"], 1), 4),
+                     "games_all_agree": round(st["games_all_agree"] / max(games, 1), 3),
+                     "winner_matches_record": round(st["winner_ok"] / max(games, 1), 3),
+                     "seconds_per_game": round(st["seconds"] / max(games, 1), 3)}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    from alphalite import runtime
+
+    runtime.setup()
+    main()
