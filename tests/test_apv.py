@@ -3,6 +3,8 @@ pattern policies and fake networks."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -186,3 +188,20 @@ def test_ownership_comes_from_the_rollouts(policies):
     own = out.ownership.reshape(9, 9)
     assert (own[:, :4] == 1.0).all() and (own[:, 5:] == -1.0).all()
     assert out.ownership.dtype == np.float32
+
+
+def test_gtp_engine_plays_and_judges_with_the_search(tmp_path):
+    from alphalite.engine import players
+    from alphalite.gtp import engine as gtp
+
+    cfg = gtp.EngineConfig(engine="apv", checkpoint="policy9", value_checkpoint="value9", size=9, komi=7.0,
+                           visits=64)
+    eng = gtp.Engine(cfg, log=lambda m: None, warmup=False)
+    out = eng.handle("1 genmove b")
+    assert re.fullmatch(r"=1 [A-HJ][1-9]\n\n", out), out
+    assert isinstance(eng._player(), players.ApvPlayer)
+    assert eng.judge.policy is not None  # dead stones by the search's own rollouts
+    assert eng.handle("2 lz-genmove_analyze w 0").startswith("=2")
+    bad = gtp.Engine(gtp.EngineConfig(engine="apv", checkpoint="policy9", size=9, tree_policy=str(tmp_path)),
+                     log=lambda m: None, warmup=False)
+    assert bad.handle("3 genmove b").startswith("?3 cannot load the pattern policies")
