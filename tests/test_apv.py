@@ -202,6 +202,10 @@ def test_gtp_engine_plays_and_judges_with_the_search(tmp_path):
     assert isinstance(eng._player(), players.ApvPlayer)
     assert eng.judge.policy is not None  # dead stones by the search's own rollouts
     assert eng.handle("2 lz-genmove_analyze w 0").startswith("=2")
+    # analysis runs the engine's own search
+    assert eng._analysis_player() is eng._player()
+    line = eng.handle("4 kata-analyze b ownership true")
+    assert line.startswith("=4 info move ") and " ownership " in line
     bad = gtp.Engine(gtp.EngineConfig(engine="apv", checkpoint="policy9", size=9, tree_policy=str(tmp_path)),
                      log=lambda m: None, warmup=False)
     assert bad.handle("3 genmove b").startswith("?3 cannot load the pattern policies")

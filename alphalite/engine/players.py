@@ -528,6 +528,7 @@ class ApvPlayer:
         self.net = net
         self.visits = None if visits is None else int(visits)
         self.label = label
+        self.last = None  # the last search's ApvOutput (ownership, counts)
         lam = search_params.lam if search_params is not None else None
         if net.value_model is None:
             lam = 0.0  # priors only: rollouts value the leaves
@@ -557,21 +558,30 @@ class ApvPlayer:
     def close(self):
         self.search.close()
 
-    def _run(self, state, *, max_visits=None, max_seconds=None, callback=None):
+    def run(self, state, rng=None, *, max_visits=None, max_seconds=None, callback=None):
+        """``MctsPlayer.run``'s contract: a search of ``state`` until
+        ``max_visits`` rollouts, ``max_seconds`` or ``callback(tree,
+        visits)`` returning True (``tree``: an ``ApvView``); returns a
+        ``SearchOutput`` whose ``tree`` is the view. ``rng`` is unused: the
+        search keeps its own streams."""
         from search.apv import ApvView
+        from search.mcts import SearchOutput
 
         lam = self.search.sp.lam
         cb = None if callback is None else (lambda out: bool(callback(ApvView(out.tree, state, lam),
                                                                       out.simulations)))
+        if max_visits is None and max_seconds is None:
+            max_visits = DEFAULT_VISITS if self.visits is None else self.visits
         out = self.search.run(state, max_sims=max_visits, max_seconds=max_seconds, callback=cb)
-        return out, ApvView(out.tree, state, lam)
+        self.last = out
+        return SearchOutput(out.action, out.visit_probs, out.root_value, ApvView(out.tree, state, lam))
 
     def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
         cap = self.visits if self.visits is not None else (DEFAULT_VISITS if budget is None else None)
-        out, view = self._run(state, max_visits=cap, max_seconds=budget, callback=callback)
-        visits = out.tree.children_nr[0]
-        move, note = settle(state, int(out.action), visits, out.tree.children_prior[0], candidates)
-        return Decision(move, winrate=0.5 * (out.root_value + 1.0), visits=int(visits.sum()),
+        view = self.run(state, max_visits=cap, max_seconds=budget, callback=callback).tree
+        visits = view.tree.children_nr[0]
+        move, note = settle(state, int(self.last.action), visits, view.children_prior[0], candidates)
+        return Decision(move, winrate=0.5 * (self.last.root_value + 1.0), visits=int(visits.sum()),
                         analysis=view.root_analysis(), note=note)
 
 

@@ -126,7 +126,7 @@ class AnalyzeCommands:
         from alphalite.engine import players
 
         p = self._player()
-        if isinstance(p, players.MctsPlayer):
+        if isinstance(p, (players.MctsPlayer, players.ApvPlayer)):
             return p
         key = ("analysis", self.size)
         if key not in self._players:
@@ -269,9 +269,9 @@ class AnalyzeCommands:
     def _territory(self, state, playouts: int | None = None) -> Territory:
         """Expected final ownership and area margin of ``state``: the one
         place an ownership or score head would plug in. Today ``playouts``
-        (default ``score_playouts``) random playouts
-        (``players.playout_outcomes``, the rollout policy), seeded by the
-        position, cached by it."""
+        (default ``score_playouts``) playouts (``players.playout_outcomes``,
+        the judge's: pattern rollouts for the apv engine, else uniform),
+        seeded by the position, cached by it."""
         from alphalite.engine import players
 
         n = max(self.config.score_playouts if playouts is None else playouts, 1)
@@ -282,7 +282,7 @@ class AnalyzeCommands:
             if len(self._territories) >= 4096:
                 self._territories.clear()
             seed = (state.hash ^ self.config.seed) & 0x7FFFFFFFFFFFFFFF
-            black, white, margins = players.playout_outcomes(state, n, seed)
+            black, white, margins = players.playout_outcomes(state, n, seed, self.judge.policy)
             self._territories[key] = Territory((black - white) / n, float(margins.mean()), float(margins.std()))
         return self._territories[key]
 
