@@ -186,10 +186,11 @@ class ApvSearch:
         return q.planes[:n], q.legal[:n]
 
     def run(self, state: GoState, *, max_sims: int | None = None, max_seconds: float | None = None,
-            callback: Callable | None = None) -> ApvOutput:
+            callback: Callable | None = None, tree: K.ApvTree | None = None) -> ApvOutput:
         """Search ``state`` until ``max_sims`` rollouts or ``max_seconds``
         (at least one kernel call per thread). ``callback(out_so_far)`` may
-        return True to stop."""
+        return True to stop. ``tree``: an earlier search's tree advanced to
+        ``state`` (``apv_kernels.advance``) to go on with."""
         if state.is_over:
             raise ValueError("apv: the game is over (two passes)")
         if state.size != self.size:
@@ -200,7 +201,7 @@ class ApvSearch:
         t_end = None if max_seconds is None else t0 + max(float(max_seconds), 0.0)
         root = state.board_tuple
         lanes = self._lanes_for(root)
-        run = _Run(self, state, lanes, max_sims, t_end, callback, t0)
+        run = _Run(self, state, lanes, max_sims, t_end, callback, t0, tree)
         run.go()
         return run.output()
 
@@ -213,7 +214,7 @@ class ApvSearch:
 class _Run:
     """One search: the shared tree, its lock and the network hand-offs."""
 
-    def __init__(self, search: ApvSearch, state, lanes, max_sims, t_end, callback, t0):
+    def __init__(self, search: ApvSearch, state, lanes, max_sims, t_end, callback, t0, tree=None):
         self.s, self.state, self.lanes = search, state, lanes
         self.max_sims, self.t_end, self.callback, self.t0 = max_sims, t_end, callback, t0
         self.root = state.board_tuple
@@ -221,7 +222,7 @@ class _Run:
         self.cfg = search.cfg(float(state.komi))
         self.lam = float(search.sp.lam)
         cap = 1024 if max_sims is None else max_sims + 2 * len(lanes) * search.m + 2
-        self.tree = K.new_tree(cap, search.A, state.to_play)
+        self.tree = K.new_tree(cap, search.A, state.to_play) if tree is None else tree
         self.lock = threading.Lock()
         self.fill, self.busy = search.queues
         self.in_flight = False
@@ -242,16 +243,17 @@ class _Run:
             s.worker.wait()  # a batch of the previous search may still be in flight
             s.worker.result = None
         # the root: the network's priors and value before any rollout
-        S = K.board_k(self.lanes[0].scr, self.zob, 0)
-        copy_board(S, self.root)
-        legal_mask(S, tree.children_legal[0])
-        K.encode_into(S, s.preset_id, self.fill.planes[0])
-        self.fill.legal[0] = tree.children_legal[0]
-        self.fill.node[0] = 0
-        self.fill.count[0] = 1
-        tree.net_state[0] = K.NET_QUEUED
-        tree.expanded[0] = True
-        self._evaluate_now()
+        if tree.net_state[0] != K.NET_DONE:
+            S = K.board_k(self.lanes[0].scr, self.zob, 0)
+            copy_board(S, self.root)
+            legal_mask(S, tree.children_legal[0])
+            K.encode_into(S, s.preset_id, self.fill.planes[0])
+            self.fill.legal[0] = tree.children_legal[0]
+            self.fill.node[0] = 0
+            self.fill.count[0] = 1
+            tree.net_state[0] = K.NET_QUEUED
+            tree.expanded[0] = True
+            self._evaluate_now()
         threads = [threading.Thread(target=self._guarded, args=(lane,), daemon=True) for lane in self.lanes[1:]]
         for t in threads:
             t.start()

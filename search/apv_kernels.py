@@ -93,6 +93,47 @@ def grown(t: ApvTree, need: int) -> ApvTree:
     return ApvTree(*out)
 
 
+def advance(t: ApvTree, action: int) -> ApvTree | None:
+    """The subtree under the root's child ``action``, re-rooted at 0 with its
+    statistics (None if that child was never expanded). Positions queued
+    for the network whose answer has not come are queued again later."""
+    if not t.expanded[0]:
+        return None
+    child = int(t.children_index[0, action])
+    if child < 0 or not t.expanded[child]:
+        return None
+    parts = [np.array([child], np.int64)]
+    frontier = parts[0]
+    while frontier.size:
+        kids = t.children_index[frontier].ravel()
+        frontier = kids[kids >= 0].astype(np.int64)
+        if frontier.size:
+            parts.append(frontier)
+    nodes = np.concatenate(parts)
+    k = nodes.size
+    cap = t.parents.shape[0]
+    new = new_tree(max(k + 1, cap), t.children_prior.shape[1], int(t.to_play[child]))
+    remap = np.full(cap + 1, -1, np.int64)  # index -1 maps to remap[-1] == -1
+    remap[nodes] = np.arange(k)
+    for name in ApvTree._fields:
+        if name == "counter":
+            continue
+        dst, src = getattr(new, name), getattr(t, name)
+        if name == "children_index":
+            ci = src[nodes]
+            dst[:k] = np.where(ci >= 0, remap[ci], -1)
+        elif name == "parents":
+            dst[:k] = remap[src[nodes]]
+        else:
+            dst[:k] = src[nodes]
+    new.parents[0] = -1
+    new.action[0] = -1
+    new.counter[0] = k
+    ns = new.net_state[:k]
+    ns[ns == NET_QUEUED] = NET_NONE
+    return new
+
+
 class Queue(NamedTuple):
     """Positions waiting for the network: planes, legal masks, node ids."""
 
@@ -377,6 +418,6 @@ def check(t: ApvTree) -> None:
             assert t.children_legal[node, a]
         if t.expanded[node] and not t.terminal[node]:
             own = t.node_nr[node] - t.children_nr[node].sum()  # rollouts from the node itself
-            assert own >= (0 if node == 0 else 1) and (node != 0 or own == 0), (node, own)
+            assert own >= (0 if node == 0 else 1), (node, own)
             assert np.isclose(t.children_prior[node].sum(), 1.0, atol=1e-4)
             assert not t.children_prior[node][~t.children_legal[node]].any()

@@ -209,3 +209,48 @@ def test_gtp_engine_plays_and_judges_with_the_search(tmp_path):
     bad = gtp.Engine(gtp.EngineConfig(engine="apv", checkpoint="policy9", size=9, tree_policy=str(tmp_path)),
                      log=lambda m: None, warmup=False)
     assert bad.handle("3 genmove b").startswith("?3 cannot load the pattern policies")
+
+
+def test_tree_reuse_keeps_the_subtree(policies):
+    s = make(flat_net(value=0.1), policies, 9, synchronous=True)
+    st = board.new_game(9, 7.0)
+    out = s.run(st, max_sims=300)
+    a = out.action
+    child = int(out.tree.children_index[0, a])
+    kept = int(out.tree.node_nr[child])
+    t2 = K.advance(out.tree, a)
+    assert t2.node_nr[0] == kept and t2.parents[0] == -1 and t2.counter[0] < out.tree.counter[0]
+    K.check(t2)
+    out2 = s.run(board.play(st, a), max_sims=100, tree=t2)
+    assert out2.tree.node_nr[0] == kept + 100
+    K.check(out2.tree)
+    # a move the search never expanded gives no tree
+    never = int(np.flatnonzero(out.tree.children_legal[0] & (out.tree.children_index[0] < 0))[0])
+    assert K.advance(out.tree, never) is None
+
+
+def test_player_reuses_its_tree_along_the_game(policies):
+    from alphalite.engine import players
+
+    class Net:  # what ApvPlayer reads of a PolicyNet
+        size, preset, inference, value_model = 9, PRESET, "jax", None
+        params = None
+        net_fn = staticmethod(flat_net())
+
+    p = players.ApvPlayer(Net(), *policies, visits=300)
+    try:
+        st = board.new_game(9, 7.0)
+        d = p.genmove(st, players.candidate_moves(st), None, None)
+        t = p.last.tree
+        ours = int(t.children_index[0, d.move])
+        reply = int(np.argmax(t.children_nr[ours]))  # the reply the search looked at most
+        st = board.play(board.play(st, d.move), reply)
+        reused = p._reused_tree(st)
+        assert reused is not None and reused.node_nr[0] == t.node_nr[int(t.children_index[ours, reply])]
+        d2 = p.genmove(st, players.candidate_moves(st), None, None)
+        assert p.last.tree.node_nr[0] == reused.node_nr[0] + 300 and d2.visits > 0
+        K.check(p.last.tree)
+        p.forget()
+        assert p._reused_tree(st) is None
+    finally:
+        p.close()

@@ -529,6 +529,7 @@ class ApvPlayer:
         self.visits = None if visits is None else int(visits)
         self.label = label
         self.last = None  # the last search's ApvOutput (ownership, counts)
+        self._prev = None  # (state, tree) of the last search, for reuse
         lam = search_params.lam if search_params is not None else None
         if net.value_model is None:
             lam = 0.0  # priors only: rollouts value the leaves
@@ -553,10 +554,34 @@ class ApvPlayer:
         return self.net.priors(state)
 
     def forget(self):
-        pass
+        self._prev = None
 
     def close(self):
         self.search.close()
+
+    def _reused_tree(self, state):
+        """The last search's tree advanced along the moves played since
+        (the same game: the same history up to there), else None."""
+        from search.apv_kernels import advance
+
+        if self._prev is None:
+            return None
+        old, tree = self._prev
+        k = state.move_number - old.move_number
+        if not 0 <= k <= len(state.last_moves) or old.size != state.size or old.komi != state.komi:
+            return None
+        moves = list(reversed(state.last_moves[:k]))
+        try:
+            s = old
+            for m in moves:
+                s = board.play(s, m)
+        except board.IllegalMove:
+            return None
+        if s.hash != state.hash or s.to_play != state.to_play:
+            return None
+        for m in moves:
+            tree = advance(tree, m) if tree is not None else None
+        return tree
 
     def run(self, state, rng=None, *, max_visits=None, max_seconds=None, callback=None):
         """``MctsPlayer.run``'s contract: a search of ``state`` until
@@ -572,8 +597,10 @@ class ApvPlayer:
                                                                       out.simulations)))
         if max_visits is None and max_seconds is None:
             max_visits = DEFAULT_VISITS if self.visits is None else self.visits
-        out = self.search.run(state, max_sims=max_visits, max_seconds=max_seconds, callback=cb)
+        out = self.search.run(state, max_sims=max_visits, max_seconds=max_seconds, callback=cb,
+                              tree=self._reused_tree(state))
         self.last = out
+        self._prev = (state, out.tree)
         return SearchOutput(out.action, out.visit_probs, out.root_value, ApvView(out.tree, state, lam))
 
     def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
