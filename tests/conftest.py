@@ -5,5 +5,8 @@ Markers (pyproject.toml): ``slow`` (2.5 s or more here; ``make test-fast``
 runs the rest), ``gnugo`` (needs GNU Go), ``subprocess`` (starts processes)."""
 
 from alphalite import runtime
+from alphalite.nn import convtune
 
 runtime.setup()
+# --conv auto uses the fixed rule: no timing noise, no cache written.
+convtune.set_tuning(False)
