@@ -154,7 +154,7 @@ def tune(shape: Shape, *, measure: Callable[[Shape, tuple[str, ...]], dict[str, 
     files.write_json_atomic(path, {"version": CACHE_VERSION, "entries": entries})
     _memo[(str(path), key)] = method
     if log is not None:
-        ms = ", ".join(f"{m} {t * 1e3:.1f} ms" for m, t in times.items())
+        ms = ", ".join(f"{m} {t * 1e3:.3g} ms" for m, t in times.items())
         print(f"alphalite: tuned the 3x3 conv for {key.rsplit(' | ', 1)[1]} in {took:.1f} s: "
               f"{method} ({ms}); cached in {path}", file=log, flush=True)
     return method

@@ -337,8 +337,9 @@ def conv_method(impl: str, train: bool, x_shape: Sequence[int], features: int, d
     ``[B, H, W, C]`` to ``features`` channels. ``xla`` and ``winograd`` force
     a method. ``auto``: on the CPU, for boards of 9 and more, the faster one
     on this host as measured once and cached (alphalite/nn/convtune.py; the
-    first use of a layer shape tunes it, a few seconds); XLA's convolution on
-    small boards and on accelerators (cuDNN, ...)."""
+    first use of a layer shape tunes it, a few seconds; inference batches are
+    tuned at the next power of two); XLA's convolution on small boards and on
+    accelerators (cuDNN, ...)."""
     if impl not in CONV_IMPLS:
         raise ValueError(f"conv must be one of {', '.join(CONV_IMPLS)}, got {impl!r}")
     if impl != "auto":
@@ -346,6 +347,8 @@ def conv_method(impl: str, train: bool, x_shape: Sequence[int], features: int, d
     b, h, w, c = (int(d) for d in x_shape)
     if min(h, w) < WINOGRAD_MIN_SIZE or jax.default_backend() != "cpu":
         return "xla"
+    if not train:  # the search's leaf batches vary: one tune per power of two
+        b = 1 << (b - 1).bit_length()
     return convtune.choose(convtune.Shape(train, b, h, w, c, int(features), jnp.dtype(dtype).name))
 
 
