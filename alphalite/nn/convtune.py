@@ -21,6 +21,9 @@ the choice is deterministic whenever one method is clearly faster, and a
 near tie goes to XLA. A tune takes a few seconds (mostly compiling
 Winograd's backward pass) and prints one line to stderr.
 
+A choice measured on a busy machine can be wrong; delete the cache file (or
+its entry) to measure again.
+
 ``choose`` may be called while JAX traces a model (the conv layer asks for
 its method at trace time); the measurement then runs in a worker thread,
 outside the trace. ``set_tuning(False)`` turns measuring off for the
@@ -44,8 +47,8 @@ from alphalite.runtime import files
 
 METHODS = ("xla", "winograd")  # preference order: ties go to the first
 MARGIN = 0.05  # a later method must be 5% faster to be chosen
-ROUNDS = 3
-ROUND_S = 0.15  # timed seconds per method and round
+ROUNDS = 5  # best of: a burst of load from other processes spoils a round, not the choice
+ROUND_S = 0.1  # timed seconds per method and round
 CACHE_NAME = "convtune.json"
 CACHE_VERSION = 1
 
