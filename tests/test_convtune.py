@@ -143,3 +143,11 @@ def test_real_measurement_times_every_method(tmp_path, tuning):
     assert set(times) == set(convtune.METHODS) and all(0 < t < float("inf") for t in times.values())
     method = convtune.tune(shape, path=tmp_path / "c.json", host=HOST, log=None)
     assert convtune.read_cache(tmp_path / "c.json")[shape.key(HOST)]["method"] == method
+
+
+def test_small_layers_are_timed_several_to_a_call():
+    assert convtune.reps(TRAIN) == 1  # 1.7 GFLOP a call already
+    assert convtune.reps(convtune.Shape(False, 1, 19, 19, 32, 32)) == 8
+    middle = convtune.Shape(False, 8, 19, 19, 32, 32)  # 53 MFLOP
+    assert convtune.reps(middle) == 4
+    assert convtune.reps(middle) * 53_231_616 >= convtune.MIN_CALL_FLOP

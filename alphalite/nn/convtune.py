@@ -50,7 +50,7 @@ MARGIN = 0.05  # a later method must be 5% faster to be chosen
 ROUNDS = 5  # best of: a burst of load from other processes spoils a round, not the choice
 ROUND_S = 0.1  # timed seconds per method and round
 CACHE_NAME = "convtune.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: small layers timed several to a call
 
 _tuning = {"on": True}
 _memo: dict[tuple[str, str], str] = {}  # (cache file, key) -> method
@@ -193,6 +193,18 @@ def forget() -> None:
 # the measurement
 
 
+MIN_CALL_FLOP = 2e8  # small layers are timed several to a call, as in a net
+
+
+def reps(shape: Shape) -> int:
+    """Convolutions per timed call: enough (at most 8) that a call does
+    ``MIN_CALL_FLOP``, so that the dispatch of a call, which a whole net pays
+    once, does not decide between methods on small layers (a 19x19 batch of
+    one)."""
+    flop = 2 * 9 * shape.batch * shape.height * shape.width * shape.cin * shape.cout
+    return max(1, min(8, -(-int(MIN_CALL_FLOP) // flop)))
+
+
 def _conv_fns(shape: Shape, methods):
     import jax
     import jax.numpy as jnp
@@ -203,27 +215,32 @@ def _conv_fns(shape: Shape, methods):
     impl = {"xla": winograd.reference_conv3x3, "winograd": winograd.conv3x3}
     dtype = jnp.dtype(shape.dtype)
     rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal((shape.batch, shape.height, shape.width, shape.cin)), dtype)
+    r = reps(shape)
+    # r different inputs, so that XLA cannot merge the r convolutions
+    xs = jnp.asarray(rng.standard_normal((r, shape.batch, shape.height, shape.width, shape.cin)), dtype)
     w = jnp.asarray(rng.standard_normal((3, 3, shape.cin, shape.cout)) * 0.1, dtype)
+    # The loss weights the outputs so that dy is not constant.
+    scale = jnp.linspace(0.5, 1.5, shape.cout, dtype=dtype)
     fns = {}
     for m in methods:
-        conv = impl[m]
+        def convs(xs, w, conv=impl[m]):
+            return sum(conv(xs[i], w) for i in range(r))
+
         if shape.train:
-            # The loss weights the outputs so that dy is not constant.
-            scale = jnp.linspace(0.5, 1.5, shape.cout, dtype=dtype)
-            f = jax.jit(jax.grad(lambda x, w, conv=conv: jnp.sum(conv(x, w) * scale).astype(jnp.float32),
+            f = jax.jit(jax.grad(lambda xs, w, convs=convs: jnp.sum(convs(xs, w) * scale).astype(jnp.float32),
                                  argnums=(0, 1)))
         else:
-            f = jax.jit(conv)
-        fns[m] = lambda f=f: jax.block_until_ready(f(x, w))
-    return fns
+            f = jax.jit(convs)
+        fns[m] = lambda f=f: jax.block_until_ready(f(xs, w))
+    return fns, r
 
 
 def measure_conv(shape: Shape, methods=METHODS, *, rounds: int = ROUNDS, round_s: float = ROUND_S,
                  clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """{method: best seconds per call}: each compiled and run once, then
-    timed round-robin for ``rounds`` rounds of about ``round_s`` each."""
-    fns = _conv_fns(shape, methods)
+    """{method: best seconds per convolution}: each compiled and run once,
+    then timed round-robin for ``rounds`` rounds of about ``round_s`` each
+    (``reps(shape)`` convolutions to a call)."""
+    fns, r = _conv_fns(shape, methods)
     for fn in fns.values():
         fn()  # compile and warm up
     best = {m: float("inf") for m in fns}
@@ -236,5 +253,5 @@ def measure_conv(shape: Shape, methods=METHODS, *, rounds: int = ROUNDS, round_s
                 elapsed = clock() - t0
                 if elapsed >= round_s:
                     break
-            best[m] = min(best[m], elapsed / n)
+            best[m] = min(best[m], elapsed / (n * r))
     return best
