@@ -14,8 +14,9 @@ choice back.
 
 The measurement (``measure_conv``) compiles each method's forward pass (and
 its backward pass for training: gradients of the input and the kernel),
-then times them round-robin, best of ``ROUNDS`` rounds, so that load from
-other processes hits all alike. A method wins only if it is faster than the
+then times them round-robin, best of ``ROUNDS`` short rounds, so that load
+from other processes hits all alike (the load average is kept with the
+choice and the line printed says when the machine was busy). A method wins only if it is faster than the
 preferred one (XLA's: it compiles several times faster) by ``MARGIN``; so
 the choice is deterministic whenever one method is clearly faster, and a
 near tie goes to XLA. A tune takes a few seconds (mostly compiling
@@ -47,8 +48,8 @@ from alphalite.runtime import files
 
 METHODS = ("xla", "winograd")  # preference order: ties go to the first
 MARGIN = 0.05  # a later method must be 5% faster to be chosen
-ROUNDS = 5  # best of: a burst of load from other processes spoils a round, not the choice
-ROUND_S = 0.1  # timed seconds per method and round
+ROUNDS = 10  # best of: a burst of load from other processes spoils a round, not the choice
+ROUND_S = 0.05  # timed seconds per method and round (at least one call)
 CACHE_NAME = "convtune.json"
 CACHE_VERSION = 2  # 2: small layers timed several to a call
 
@@ -153,14 +154,27 @@ def tune(shape: Shape, *, measure: Callable[[Shape, tuple[str, ...]], dict[str, 
     method = pick(times)
     took = clock() - t0
     entries = read_cache(path)
-    entries[key] = {"method": method, "ms": {m: round(t * 1e3, 3) for m, t in times.items()}}
+    load = _load()
+    entries[key] = {"method": method, "ms": {m: round(t * 1e3, 3) for m, t in times.items()}, "load": load}
     files.write_json_atomic(path, {"version": CACHE_VERSION, "entries": entries})
     _memo[(str(path), key)] = method
     if log is not None:
         ms = ", ".join(f"{m} {t * 1e3:.3g} ms" for m, t in times.items())
+        busy = ""
+        if load is not None and load > (os.cpu_count() or 1):
+            busy = f"; load {load:.1f} on {os.cpu_count()} cores: delete the file to measure again when idle"
         print(f"alphalite: tuned the 3x3 conv for {key.rsplit(' | ', 1)[1]} in {took:.1f} s: "
-              f"{method} ({ms}); cached in {path}", file=log, flush=True)
+              f"{method} ({ms}); cached in {path}{busy}", file=log, flush=True)
     return method
+
+
+def _load() -> float | None:
+    """The 1-minute load average (None where unknown), kept with each entry:
+    other processes' load can make the choice wrong."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
 
 
 def choose(shape: Shape, *, measure=None, path: Path | None = None, host: str | None = None,
