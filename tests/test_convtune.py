@@ -36,7 +36,16 @@ def tuning():
     convtune.forget()
     convtune.set_tuning(True)
     yield
+    convtune.set_tuning(None)
+    convtune.forget()
+
+
+@pytest.fixture
+def no_tuning():
+    convtune.forget()
     convtune.set_tuning(False)
+    yield
+    convtune.set_tuning(None)
     convtune.forget()
 
 
@@ -94,8 +103,7 @@ def test_cache_is_reused_and_keys_kept_apart(tmp_path, tuning):
     assert {e["method"] for e in entries.values()} == {"winograd", "xla"} and len(entries) == 3
 
 
-def test_no_tuning_falls_back_and_writes_nothing(tmp_path):
-    convtune.forget()
+def test_no_tuning_falls_back_and_writes_nothing(tmp_path, no_tuning):
     fake = FakeMeasure({"xla": 0.03, "winograd": 0.01})
     path = tmp_path / "convtune.json"
     assert convtune.choose(dataclasses.replace(TRAIN, train=False), measure=fake, path=path, host=HOST) == "xla"
@@ -115,7 +123,7 @@ def test_broken_or_old_cache_is_ignored(tmp_path, tuning):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cached", ["xla", "winograd"])
-def test_auto_model_follows_the_cached_choice(tmp_path, monkeypatch, cached):
+def test_auto_model_follows_the_cached_choice(tmp_path, monkeypatch, no_tuning, cached):
     """A b2c16 9x9 net with conv=auto runs the cached method in its 3x3 convs
     (XLA's convolution shows in the jaxpr as conv_general_dilated)."""
     if jax.default_backend() != "cpu":
@@ -133,7 +141,6 @@ def test_auto_model_follows_the_cached_choice(tmp_path, monkeypatch, cached):
     assert ("conv_general_dilated" in jaxpr) == (cached == "xla")
     forced = nets.make_model("b2c16", 9, 3, conv="xla")
     np.testing.assert_allclose(model.apply(variables, x), forced.apply(variables, x), rtol=1e-4, atol=1e-4)
-    convtune.forget()
 
 
 @pytest.mark.slow
@@ -151,3 +158,19 @@ def test_small_layers_are_timed_several_to_a_call():
     middle = convtune.Shape(False, 8, 19, 19, 32, 32)  # 53 MFLOP
     assert convtune.reps(middle) == 4
     assert convtune.reps(middle) * 53_231_616 >= convtune.MIN_CALL_FLOP
+
+
+def test_environment_turns_tuning_off_unless_set_in_process(monkeypatch):
+    convtune.set_tuning(None)
+    monkeypatch.setenv("ALPHALITE_CONV_TUNE", "0")
+    assert not convtune.tuning()
+    monkeypatch.setenv("ALPHALITE_CONV_TUNE", "1")
+    assert convtune.tuning()
+    monkeypatch.delenv("ALPHALITE_CONV_TUNE")
+    assert convtune.tuning()
+    monkeypatch.setenv("ALPHALITE_CONV_TUNE", "0")
+    convtune.set_tuning(True)
+    try:
+        assert convtune.tuning()
+    finally:
+        convtune.set_tuning(None)

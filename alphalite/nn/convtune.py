@@ -27,9 +27,10 @@ its entry) to measure again.
 
 ``choose`` may be called while JAX traces a model (the conv layer asks for
 its method at trace time); the measurement then runs in a worker thread,
-outside the trace. ``set_tuning(False)`` turns measuring off for the
-process (the test suite: no timing noise, nothing written outside tmp
-folders); ``auto`` then falls back to ``untuned_method``.
+outside the trace. ``set_tuning(False)`` or ``ALPHALITE_CONV_TUNE=0`` turns
+measuring off (the test suite sets the variable, for the processes it starts
+too: no timing noise, nothing written outside tmp folders); ``auto`` then
+falls back to ``untuned_method``.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ ROUND_S = 0.05  # timed seconds per method and round (at least one call)
 CACHE_NAME = "convtune.json"
 CACHE_VERSION = 2  # 2: small layers timed several to a call
 
-_tuning = {"on": True}
+_tuning: dict[str, bool | None] = {"on": None}  # None: ALPHALITE_CONV_TUNE decides
 _memo: dict[tuple[str, str], str] = {}  # (cache file, key) -> method
 
 
@@ -107,10 +108,17 @@ def cache_file() -> Path:
     return Path(base) / CACHE_NAME
 
 
-def set_tuning(on: bool) -> None:
-    """Measure on a cache miss (the default) or not (``auto`` then falls back
-    to ``untuned_method`` and nothing is written)."""
-    _tuning["on"] = bool(on)
+def set_tuning(on: bool | None) -> None:
+    """Measure on a cache miss or not (``auto`` then falls back to
+    ``untuned_method`` and nothing is written); None: as the environment
+    says (``ALPHALITE_CONV_TUNE=0`` turns it off, the default is on)."""
+    _tuning["on"] = None if on is None else bool(on)
+
+
+def tuning() -> bool:
+    if _tuning["on"] is not None:
+        return _tuning["on"]
+    return os.environ.get("ALPHALITE_CONV_TUNE", "1") != "0"
 
 
 def untuned_method(shape: Shape) -> str:
@@ -190,7 +198,7 @@ def choose(shape: Shape, *, measure=None, path: Path | None = None, host: str | 
     if isinstance(entry, dict) and entry.get("method") in METHODS:
         _memo[(str(path), key)] = entry["method"]
         return entry["method"]
-    if not _tuning["on"]:
+    if not tuning():
         return untuned_method(shape)
     # A worker thread: JAX's tracing state is per thread, so the timing runs
     # eagerly even when a model is being traced here.
