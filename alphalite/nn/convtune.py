@@ -16,10 +16,10 @@ The measurement (``measure_conv``) compiles each method's forward pass (and
 its backward pass for training: gradients of the input and the kernel),
 then times them round-robin, best of ``ROUNDS`` short rounds, so that load
 from other processes hits all alike (the load average is kept with the
-choice and the line printed says when the machine was busy). A method wins only if it is faster than the
-preferred one (XLA's: it compiles several times faster) by ``MARGIN``; so
-the choice is deterministic whenever one method is clearly faster, and a
-near tie goes to XLA. A tune takes a few seconds (mostly compiling
+choice, and the line printed says when the machine was busy). A method wins
+only if it is faster than the preferred one (XLA's: it compiles several
+times faster) by ``MARGIN``; so the choice is deterministic whenever one
+method is clearly faster, and a near tie goes to XLA. A tune takes a few seconds (mostly compiling
 Winograd's backward pass) and prints one line to stderr.
 
 A choice measured on a busy machine can be wrong; delete the cache file (or
