@@ -1,5 +1,7 @@
 """Search-time inference speed of the policy net on the CPU: JAX (jitted,
-XLA convolutions, as the engine runs it), ONNX Runtime (the net exported by
+``--conv auto``: the 3x3 convolution tuned on this host, see
+alphalite/nn/convtune.py; ``jax_conv`` names the residual blocks' choice;
+``jax_xla`` forces XLA's convolution), ONNX Runtime (the net exported by
 alphalite.nn.onnx_export, batch norm folded) and PyTorch (eager,
 inference_mode; the same ResNet as benchmarks/sl_train.py), at 19x19 for
 b4c32 and b6c64 and batches 1/8/32, fp32, timed round-robin in one run
@@ -30,7 +32,7 @@ def cpu_name() -> str:
             if line.startswith("model name"):
                 name = line.split(":", 1)[1].strip()
                 flags = open("/proc/cpuinfo").read()
-                isa = [f for f in ("avx512f", "amx_tile", "avx2") if f" {f}" in flags]
+                isa = [f for f in ("avx512f", "avx512_bf16", "amx_tile", "avx2") if f" {f}" in flags]
                 return f"{name} ({', '.join(isa)})"
     except OSError:
         pass
@@ -74,6 +76,9 @@ def main(argv=None) -> int:
                              else rng.normal(0, 0.1, a.shape)).astype(np.float32)
             if "batch_stats" in str(path[0]) else a, variables)
         apply = jax.jit(lambda v, x: model.apply(v, x, train=False))
+        xla_model = nets.make_model(preset, n, planes, conv="xla")
+        apply_xla = jax.jit(lambda v, x: xla_model.apply(v, x, train=False))
+        channels = nets.parse_preset(preset)[1]
         sess = onnx_export.session(model, variables)
         if torch is not None:
             blocks, channels = nets.parse_preset(preset)
@@ -81,6 +86,7 @@ def main(argv=None) -> int:
         for batch in map(int, args.batches.split(",")):
             x = (rng.random((batch, n, n, planes)) < 0.3).astype(np.float32)
             fns = {"jax": lambda: np.asarray(apply(variables, x)),
+                   "jax_xla": lambda: np.asarray(apply_xla(variables, x)),
                    "onnxruntime": lambda: sess.run(None, {"planes": x})[0]}
             if torch is not None:
                 xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
@@ -94,9 +100,11 @@ def main(argv=None) -> int:
             best = _time_interleaved(fns, seconds=args.seconds)
             row = {f"{k}_evals_per_s": round(batch / s, 1) for k, s in best.items()}
             row["ort_max_abs_diff"] = diff
+            row["jax_conv"] = nets.conv_method("auto", False, (batch, n, n, channels), channels)
             if torch is not None:
                 row["ort_vs_torch"] = round(best["torch"] / best["onnxruntime"], 2)
                 row["jax_vs_torch"] = round(best["torch"] / best["jax"], 2)
+                row["jax_xla_vs_torch"] = round(best["torch"] / best["jax_xla"], 2)
             row["ort_vs_jax"] = round(best["jax"] / best["onnxruntime"], 2)
             result[f"{preset}_batch{batch}"] = row
     print(json.dumps(result))

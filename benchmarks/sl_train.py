@@ -5,9 +5,10 @@ update, one jitted step with donated state, warm-up excluded) and inference posi
 mode) for a ResNet preset (default b6c64) on 9x9 and 19x19, for alphalite.nn.nets
 and for the same architecture written in PyTorch, measured in the same run,
 with the JAX/PyTorch ratios and both parameter counts. JAX's 3x3 convolutions use ``--conv`` (default ``auto``:
-Winograd F(m x m, 3x3) for training on the CPU on boards of 9 and more, see
-alphalite/nn/nets.py and alphalite/nn/winograd.py); XLA's own
-convolution is timed beside it as ``jax_xla_*``. ``xla_flags`` reports
+on the CPU, whichever of XLA's convolution and Winograd F(m x m, 3x3) measured
+faster on this host, tuned on first use and cached, see alphalite/nn/convtune.py;
+``jax_conv`` reports the choice for the residual blocks); when Winograd is in
+use, XLA's own convolution is timed beside it as ``jax_xla_*``. ``xla_flags`` reports
 XLA_FLAGS as JAX saw them (importing alphalite turns YNNPACK off on the CPU,
 see alphalite/__init__.py), ``malloc_tuned`` whether that import set glibc's
 malloc to keep freed memory (PyTorch, in the same process, gets it too) and
@@ -207,7 +208,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument(
         "--conv", default="auto", choices=["auto", "xla", "winograd"],
-        help="JAX 3x3 convs (alphalite.nn.nets.Conv3x3; auto = Winograd on the CPU)",
+        help="JAX 3x3 convs (alphalite.nn.nets.conv_method; auto = measured on this host, cached)",
     )
     ap.add_argument(
         "--no-xla-baseline", action="store_true",
@@ -224,6 +225,7 @@ def main(argv=None) -> int:
 
     done = runtime.setup()  # after --xla-flags, before JAX starts
     import jax
+    import jax.numpy as jnp
 
     from alphalite.nn import native, nets
 
@@ -261,8 +263,10 @@ def main(argv=None) -> int:
             args.preset, size, args.planes, args.batch, dtype=args.infer_dtype, conv=args.conv
         )
         fns = {"jax_train": j_train, "jax_infer": j_infer}
-        used = {"train": "winograd" if nets.use_winograd(args.conv, True, size) else "xla",
-                "infer": "winograd" if nets.use_winograd(args.conv, False, size) else "xla"}
+        _, channels = nets.parse_preset(args.preset)
+        block = (args.batch, size, size, channels)  # the residual blocks' 3x3 convs (tuned if auto)
+        used = {"train": nets.conv_method(args.conv, True, block, channels),
+                "infer": nets.conv_method(args.conv, False, block, channels, getattr(jnp, args.infer_dtype))}
         if "winograd" in used.values() and not args.no_xla_baseline:
             _, x_train, x_infer = setup_jax(
                 args.preset, size, args.planes, args.batch, dtype=args.infer_dtype, conv="xla"

@@ -4,6 +4,11 @@
 Markers (pyproject.toml): ``slow`` (2.5 s or more here; ``make test-fast``
 runs the rest), ``gnugo`` (needs GNU Go), ``subprocess`` (starts processes)."""
 
+import os
+
 from alphalite import runtime
 
 runtime.setup()
+# --conv auto uses the fixed rule, here and in the processes tests start: no
+# timing noise, no cache written (alphalite/nn/convtune.py).
+os.environ["ALPHALITE_CONV_TUNE"] = "0"

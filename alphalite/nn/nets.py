@@ -63,7 +63,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from alphalite.nn import winograd
+from alphalite.nn import convtune, winograd
 from alphalite.nn.batchnorm import BatchNorm
 
 Dtype = Any
@@ -329,26 +329,34 @@ class ClarkStorkeyCNN(nn.Module):
 CONV_IMPLS = ("auto", "xla", "winograd")
 
 
-WINOGRAD_MIN_SIZE = 9  # smaller boards are test-sized; XLA compiles faster
+WINOGRAD_MIN_SIZE = 9  # smaller boards are test-sized: XLA, which compiles faster, untuned
 
 
-def use_winograd(impl: str, train: bool = True, size: int = 19) -> bool:
-    """``auto``: Winograd for training on the CPU on boards of 9 and more
-    (F(3x3) on 9x9, F(4x4) on 19x19), where XLA's convolution weight gradient
-    is slow (b6c64 training: 1.15x faster on 9x9, 1.2x on 19x19); XLA's
-    convolution for inference (it compiles several times faster) and on
+def conv_method(impl: str, train: bool, x_shape: Sequence[int], features: int, dtype=jnp.float32) -> str:
+    """``"xla"`` or ``"winograd"`` for a 3x3 conv of input ``x_shape``
+    ``[B, H, W, C]`` to ``features`` channels. ``xla`` and ``winograd`` force
+    a method. ``auto``: on the CPU, for boards of 9 and more, the faster one
+    on this host as measured once and cached (alphalite/nn/convtune.py; the
+    first use of a layer shape tunes it, a few seconds; inference batches are
+    tuned at the next power of two); XLA's convolution on small boards and on
     accelerators (cuDNN, ...)."""
     if impl not in CONV_IMPLS:
         raise ValueError(f"conv must be one of {', '.join(CONV_IMPLS)}, got {impl!r}")
-    return impl == "winograd" or (impl == "auto" and train and size >= WINOGRAD_MIN_SIZE
-                                  and jax.default_backend() == "cpu")
+    if impl != "auto":
+        return impl
+    b, h, w, c = (int(d) for d in x_shape)
+    if min(h, w) < WINOGRAD_MIN_SIZE or jax.default_backend() != "cpu":
+        return "xla"
+    if not train:  # the search's leaf batches vary: one tune per power of two
+        b = 1 << (b - 1).bit_length()
+    return convtune.choose(convtune.Shape(train, b, h, w, c, int(features), jnp.dtype(dtype).name))
 
 
 class Conv3x3(nn.Module):
     """3x3 SAME conv without bias, the same parameter (``kernel [3, 3, C, K]``,
     LeCun normal) as ``nn.Conv``, so checkpoints do not depend on ``impl``:
     ``xla`` (lax.conv), ``winograd`` (alphalite.nn.winograd, F(4x4, 3x3)) or
-    ``auto`` (see ``use_winograd``)."""
+    ``auto`` (see ``conv_method``)."""
 
     features: int
     impl: str = "auto"
@@ -360,7 +368,9 @@ class Conv3x3(nn.Module):
             "kernel", nn.initializers.lecun_normal(), (3, 3, x.shape[-1], self.features), jnp.float32
         )
         x, kernel = x.astype(self.dtype), kernel.astype(self.dtype)
-        if use_winograd(self.impl, train, min(x.shape[1], x.shape[2])):
+        # init only needs the shapes: no tune for its dummy batch
+        impl = "xla" if self.is_initializing() and self.impl == "auto" else self.impl
+        if conv_method(impl, train, x.shape, self.features, self.dtype) == "winograd":
             return winograd.conv3x3(x, kernel)
         return winograd.reference_conv3x3(x, kernel)
 
@@ -431,7 +441,7 @@ class ResNetPolicy(nn.Module):
     blocks: int = 6
     channels: int = 64
     stem_kernel: int = 3
-    conv: str = "auto"  # 3x3 convs: auto | xla | winograd (see Conv3x3)
+    conv: str = "auto"  # 3x3 convs: auto | xla | winograd (see conv_method)
     dtype: Dtype = jnp.float32
 
     @nn.compact
@@ -457,7 +467,7 @@ class ResNetValue(nn.Module):
     channels: int = 64
     stem_kernel: int = 3
     hidden: int = 256
-    conv: str = "auto"  # 3x3 convs: auto | xla | winograd (see Conv3x3)
+    conv: str = "auto"  # 3x3 convs: auto | xla | winograd (see conv_method)
     dtype: Dtype = jnp.float32
 
     @nn.compact
