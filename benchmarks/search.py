@@ -100,6 +100,7 @@ def bench_search(net_fn, params, state, batch, seconds, preset):
     import jax
 
     from search import evaluators, mcts
+    from search.params import SearchParams
 
     timed = {"t": 0.0}
 
@@ -111,13 +112,15 @@ def bench_search(net_fn, params, state, batch, seconds, preset):
 
     evaluate = evaluators.network_evaluator(timed_net, preset=preset, pad_to=batch)
     sims = max(4 * batch, 16)
-    mcts.run_mcts(params, 0, state, evaluate, num_simulations=sims, batch_size=batch)  # warm-up
+    mcts.run_mcts(params, 0, state, evaluate, num_simulations=sims,
+                  search_params=SearchParams(batch_size=batch))  # warm-up
     visits = 0
     timed["t"] = 0.0
     t0 = time.perf_counter()
     seed = 1
     while time.perf_counter() - t0 < seconds:
-        mcts.run_mcts(params, seed, state, evaluate, num_simulations=sims, batch_size=batch)
+        mcts.run_mcts(params, seed, state, evaluate, num_simulations=sims,
+                  search_params=SearchParams(batch_size=batch))
         visits += sims
         seed += 1
     wall = time.perf_counter() - t0

@@ -2,7 +2,8 @@
 
 ::
 
-    out = run_mcts(params, rng, state, evaluate_fn, num_simulations=800, batch_size=8)
+    out = run_mcts(params, rng, state, evaluate_fn, num_simulations=800,
+                   search_params=SearchParams(c_puct=1.5, batch_size=8))
     out.action, out.visit_probs, out.root_value, out.tree
     tree = advance(out.tree, out.action)          # reuse: our move ...
     tree = advance(tree, opponent_move)           # ... then theirs
@@ -109,11 +110,13 @@ from alphalite.go.board import (
     legal_mask,
     play_flat,
 )
-from search.tree import Tree, advance
+from search.params import SearchParams
+from search.tree import Tree, advance, choose_move
 
 __all__ = ["Leaves", "SearchOutput", "run_mcts", "advance", "Tree"]
 
 LEAF_NEW, LEAF_TERMINAL, LEAF_COLLIDE = 0, 1, 2
+DEFAULT_PARAMS = SearchParams()
 
 
 class SearchOutput(NamedTuple):
@@ -403,13 +406,7 @@ def run_mcts(
     evaluate_fn: Callable[[Any, Leaves], tuple[Any, Any]],
     *,
     num_simulations: int,
-    batch_size: int = 8,
-    c_puct: float = 1.5,
-    fpu_reduction: float = 0.25,
-    root_fpu_reduction: float | None = None,
-    dirichlet_alpha: float | None = None,
-    dirichlet_fraction: float = 0.25,
-    temperature: float = 0.0,
+    search_params: SearchParams = DEFAULT_PARAMS,
     tree: Tree | None = None,
     max_seconds: float | None = None,
     callback: Callable[[Tree, int], bool] | None = None,
@@ -418,10 +415,13 @@ def run_mcts(
 
     ``params`` is passed through to ``evaluate_fn``. ``rng``: numpy Generator
     (or int seed, or JAX key). ``num_simulations`` leaf visits are added (the
-    root's own evaluation not counted). ``batch_size``: leaves per
-    ``evaluate_fn`` call. ``root_fpu_reduction`` defaults to
-    ``fpu_reduction``. ``dirichlet_alpha=None`` adds no noise (e.g. 0.03 for
-    19x19, 0.1-0.3 on small boards in self-play). ``tree``: a tree from
+    root's own evaluation not counted). ``search_params``
+    (``search.params.SearchParams``): ``c_puct``, the FPU reductions,
+    ``batch_size`` (leaves per ``evaluate_fn`` call), root Dirichlet noise
+    (``dirichlet_alpha`` 0: none; e.g. 0.03 for 19x19, 0.1-0.3 on small
+    boards in self-play) and the move choice's temperature (``temperature_at``
+    the root's move number); its ``lam`` is the evaluator's business
+    (``search.evaluators.net_evaluator``). ``tree``: a tree from
     ``advance`` to reuse. ``max_seconds``: stop after the round in which this
     much wall time has passed (at least one round runs). ``callback(tree,
     visits_done)`` is called after every round (progress, ``lz-analyze``
@@ -430,14 +430,14 @@ def run_mcts(
     consistent. Raises ValueError if the game is over."""
     if root_state.is_over:
         raise ValueError("run_mcts: the game is over (two passes)")
-    if num_simulations < 0 or batch_size < 1:
-        raise ValueError("run_mcts: num_simulations must be >= 0 and batch_size >= 1")
+    if num_simulations < 0:
+        raise ValueError("run_mcts: num_simulations must be >= 0")
+    sp = search_params
+    batch_size = sp.batch_size
     gen = _as_generator(rng)
     size = root_state.size
     A = size * size + 1
     root_board = root_state.board_tuple
-    if root_fpu_reduction is None:
-        root_fpu_reduction = fpu_reduction
     komi = float(root_state.komi)
 
     if tree is None or not _same_position(tree.root_state, root_state):
@@ -480,13 +480,13 @@ def run_mcts(
     if tree.raw_root_prior is not None:
         tree.children_prior[0] = tree.raw_root_prior
         tree.raw_root_prior = None
-    if dirichlet_alpha is not None and dirichlet_fraction > 0:
+    if sp.dirichlet_alpha > 0 and sp.dirichlet_fraction > 0:
         legal = tree.children_legal[0]
         idx = np.flatnonzero(legal)
-        noise = gen.dirichlet(np.full(idx.size, float(dirichlet_alpha)))
+        noise = gen.dirichlet(np.full(idx.size, float(sp.dirichlet_alpha)))
         tree.raw_root_prior = tree.children_prior[0].copy()
         p = tree.children_prior[0]
-        p[idx] = (1.0 - dirichlet_fraction) * p[idx] + dirichlet_fraction * noise
+        p[idx] = (1.0 - sp.dirichlet_fraction) * p[idx] + sp.dirichlet_fraction * noise
 
     t_end = None if max_seconds is None else time.perf_counter() + float(max_seconds)
     done = 0
@@ -497,7 +497,7 @@ def run_mcts(
         if tree.ensure_capacity(tree.num_nodes + max_attempts):
             scratch = make_scratch()
         m, n_new = _select(*_tree_args(tree), root_board, *scratch.arrays, want, max_attempts,
-                           float(c_puct), float(fpu_reduction), float(root_fpu_reduction), komi,
+                           float(sp.c_puct), float(sp.fpu_reduction), float(sp.root_fpu), komi,
                            leaf_node, leaf_kind, leaf_slot, leaf_legal)
         if n_new:
             priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, leaf_legal), A)
@@ -516,23 +516,5 @@ def run_mcts(
         visit_probs = (visits / total).astype(np.float32)
     else:
         visit_probs = prior.astype(np.float32) / max(float(prior.sum()), 1e-30)
-    action = _choose(visits if total > 0 else prior.astype(np.float64), prior, tree.children_legal[0],
-                     temperature, gen)
+    action = choose_move(visits, prior, tree.children_legal[0], sp.temperature_at(root_state.move_number), gen)
     return SearchOutput(action, visit_probs, tree.value(0), tree)
-
-
-def _choose(counts, prior, legal, temperature, gen) -> int:
-    if temperature <= 0:
-        best = counts.max()
-        cand = np.flatnonzero((counts == best) & legal)
-        if cand.size == 0:
-            cand = np.flatnonzero(legal)
-        return int(cand[np.argmax(prior[cand])])
-    mask = (counts > 0) & legal
-    if not mask.any():
-        mask = legal
-        counts = np.ones_like(counts)
-    logc = np.where(mask, np.log(np.maximum(counts, 1e-300)) / temperature, -np.inf)
-    p = np.exp(logc - logc.max())
-    p /= p.sum()
-    return int(gen.choice(counts.shape[0], p=p))

@@ -127,12 +127,12 @@ class Tree:
         return float(self.node_value_sum[node] / v) if v else 0.0
 
     def principal_variation(self, node: int = 0, max_len: int = 32) -> list[int]:
-        """Most-visited line from ``node`` (flat moves)."""
+        """Most-visited line from ``node`` (flat moves; ties as ``choose_move``)."""
         pv = []
         while len(pv) < max_len and self.node_expanded[node]:
             visits = self.children_visits[node]
-            a = int(np.argmax(visits))
-            if visits[a] == 0:
+            a = choose_move(visits, self.children_prior[node], self.children_legal[node])
+            if a < 0 or visits[a] == 0:
                 break
             pv.append(a)
             node = int(self.children_index[node, a])
@@ -182,6 +182,32 @@ class Tree:
             if self.node_expanded[node]:
                 assert self.node_visits[node] == 1 + self.children_visits[node].sum()
                 assert not (self.children_visits[node] > 0)[~self.children_legal[node]].any()
+
+
+def choose_move(visits, prior, allowed, temperature: float = 0.0, gen=None) -> int:
+    """The move to play after a search, among the ``allowed`` ones (bool
+    ``[A]``): at temperature 0 the most visited (ties: the higher prior,
+    then the lower index); at ``T > 0`` drawn with probability proportional
+    to ``visits ** (1 / T)`` (``gen``: a numpy Generator). If no allowed
+    move has a visit the prior stands in for the visits, and if no allowed
+    move has prior either, every allowed move counts one. -1 if nothing is
+    allowed. The one rule of the search, the players and self-play."""
+    allowed = np.asarray(allowed, np.bool_)
+    if not allowed.any():
+        return -1
+    prior = np.asarray(prior, np.float64)
+    counts = np.where(allowed, np.asarray(visits, np.float64), 0.0)
+    if not (counts > 0).any():
+        counts = np.where(allowed, np.maximum(prior, 0.0), 0.0)
+        if not (counts > 0).any():
+            counts = allowed.astype(np.float64)
+    if temperature <= 0:
+        cand = np.flatnonzero(counts == counts.max())
+        return int(cand[np.argmax(prior[cand])])
+    mask = counts > 0
+    logc = np.where(mask, np.log(np.where(mask, counts, 1.0)) / temperature, -np.inf)
+    p = np.exp(logc - logc.max())
+    return int(gen.choice(counts.shape[0], p=p / p.sum()))
 
 
 def _subtree_nodes(children_index: np.ndarray, root: int) -> np.ndarray:

@@ -316,21 +316,21 @@ def play_policy_games(
 # ---------------------------------------------------------------- MCTS games
 
 
-def mcts_player(model, variables, *, preset: str = "default", visits: int = 64, batch_size: int = 8,
-                value_model=None, value_variables=None, lam: float = 0.0):
+def mcts_player(model, variables, *, preset: str = "default", visits: int = 64, search_params=None,
+                value_model=None, value_variables=None):
     """A ``players.MctsPlayer`` over a policy net: network priors; leaf values
-    from random rollouts (no value net) or ``lam * value + (1 - lam) * rollout``."""
+    from random rollouts (no value net) or ``lam * value + (1 - lam) *
+    rollout`` (``search_params.lam``; ``search.params.SearchParams``, None:
+    the defaults)."""
     from alphalite.engine.players import MctsPlayer
-    from search.evaluators import mix_rollouts, network_evaluator, policy_value_fn
+    from search.evaluators import net_evaluator, policy_value_fn
+    from search.params import SearchParams
 
-    net_fn = policy_value_fn(model, value_model)
-    evaluate = network_evaluator(net_fn, preset=preset, pad_to=batch_size)
-    if value_model is None:
-        evaluate = mix_rollouts(evaluate, lam=0.0)
-    elif lam < 1.0:
-        evaluate = mix_rollouts(evaluate, lam=lam)
+    sp = SearchParams() if search_params is None else search_params
+    evaluate = net_evaluator(policy_value_fn(model, value_model), has_value=value_model is not None, lam=sp.lam,
+                             preset=preset, pad_to=sp.batch_size)
     params = {"policy": variables, "value": value_variables or {}}
-    return MctsPlayer(evaluate, params, visits=visits, batch_size=batch_size)
+    return MctsPlayer(evaluate, params, visits=visits, search_params=sp)
 
 
 def play_mcts_games(
@@ -342,7 +342,6 @@ def play_mcts_games(
     rng: np.random.Generator,
     *,
     names: tuple[str, str] = ("mcts", "mcts"),
-    temperature_moves: int = 0,
     max_moves: int | None = None,
     stop: Callable[[], bool] | None = None,
     progress: Callable[[int], None] | None = None,
@@ -350,10 +349,13 @@ def play_mcts_games(
     """``n_games`` games between two ``players.MctsPlayer`` (the same object
     for self-play), one after another, the tree reused between moves. Only
     candidate moves (``candidates``) are played; pass only when there is
-    none. For the first ``temperature_moves`` moves the move is drawn in
-    proportion to the root visits (variety); after that the most visited
-    candidate is played. ``stop()`` polled between moves: the game in
+    none. The move is ``search.tree.choose_move`` among the candidates at
+    the mover's ``search_params.temperature_at`` the move number (e.g.
+    ``temperature=1, temperature_moves=30``: drawn in proportion to the
+    root visits early on for variety, the most visited after). ``stop()`` polled between moves: the game in
     progress is dropped."""
+    from search.tree import choose_move
+
     max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
     games = []
     for g in range(n_games):
@@ -366,20 +368,11 @@ def play_mcts_games(
                 return games
             me = black_player if state.to_play == 1 else white_player
             cand = candidates(state)
-            if cand[:-1].any():
+            cand[-1] = False
+            if cand.any():
                 out = me.run(state, rng)
-                visits = np.where(cand, out.tree.children_visits[0], 0).astype(np.float64)
-                visits[-1] = 0.0
-                if visits.sum() <= 0:  # the search spent nothing on a candidate
-                    visits = np.where(cand, out.tree.children_prior[0], 0).astype(np.float64)
-                    visits[-1] = 0.0
-                if visits.sum() <= 0:
-                    visits = cand.astype(np.float64)
-                    visits[-1] = 0.0
-                if len(played) < temperature_moves:
-                    move = int(rng.choice(visits.shape[0], p=visits / visits.sum()))
-                else:
-                    move = int(np.argmax(visits))
+                move = choose_move(out.tree.children_visits[0], out.tree.children_prior[0], cand,
+                                   me.search_params.temperature_at(len(played)), rng)
             else:
                 move = size * size
             state = board.play(state, move)

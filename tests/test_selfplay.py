@@ -10,6 +10,7 @@ import pytest
 from alphalite.go import board, sgf
 
 from alphalite.nn import nets
+from search.params import SearchParams
 from selfplay import games as sp
 from selfplay import records
 
@@ -112,8 +113,9 @@ def test_candidates_can_leave_out_self_atari():
 
 def test_mcts_selfplay_games_finish_legally(tiny):
     model, a, _ = tiny
-    player = sp.mcts_player(model, a, visits=8, batch_size=4)
-    games = sp.play_mcts_games(player, player, 2, 5, 7.5, np.random.default_rng(0), temperature_moves=4)
+    player = sp.mcts_player(model, a, visits=8,
+                            search_params=SearchParams(batch_size=4, temperature=1.0, temperature_moves=4))
+    games = sp.play_mcts_games(player, player, 2, 5, 7.5, np.random.default_rng(0))
     assert len(games) == 2
     for game in games:
         s = _replay(game)

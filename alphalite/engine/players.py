@@ -5,7 +5,7 @@ Players (``genmove(state, candidates, budget, rng, callback) -> Decision``):
 * ``RandomPlayer``: uniform over the candidate moves (legal, not filling an
   own eye or own territory); passes when there is none.
 * ``PolicyPlayer``: masked softmax of a policy net; argmax, or sampling with
-  ``temperature > 0``. With a value net its winrate is the net's value of
+  ``SearchParams.temperature > 0``. With a value net its winrate is the net's value of
   the position it moves in, so it can resign; without one it never does.
 * ``MctsPlayer``: ``search.run_mcts`` with any evaluator (policy priors +
   Numba rollout values, a value net mixed in with ``lambda``, or uniform
@@ -298,9 +298,12 @@ class PolicyPlayer:
     name = "policy"
     has_prior = True
 
-    def __init__(self, net: PolicyNet, temperature: float = 0.0):
+    def __init__(self, net: PolicyNet, search_params=None):
+        from search.params import SearchParams
+
         self.net = net
-        self.temperature = float(temperature)
+        # only its temperature and temperature_moves: the move choice
+        self.search_params = SearchParams() if search_params is None else search_params
 
     def prior(self, state) -> np.ndarray:
         return self.net.priors(state)
@@ -317,8 +320,9 @@ class PolicyPlayer:
         p = np.where(candidates, p, 0.0)
         if p.sum() <= 0:
             p = candidates.astype(np.float64)
-        if self.temperature > 0:
-            logp = np.where(p > 0, np.log(np.maximum(p, 1e-300)) / self.temperature, -np.inf)
+        temperature = self.search_params.temperature_at(state.move_number)
+        if temperature > 0:
+            logp = np.where(p > 0, np.log(np.maximum(p, 1e-300)) / temperature, -np.inf)
             q = np.exp(logp - logp.max())
             move = int(rng.choice(p.shape[0], p=q / q.sum()))
         else:
@@ -330,12 +334,15 @@ class PolicyPlayer:
 
 
 def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: float | None = None,
-           batch_size: int = 8, tree=None, callback: Callable | None = None):
+           search_params=None, tree=None, callback: Callable | None = None):
     """``run_mcts`` in growing chunks (the tree doubles as it needs), so a
     large visit cap costs no memory up front. Stops at ``max_visits`` new
     visits, after ``max_seconds``, or when ``callback(tree, visits)`` returns
-    True. Returns the last SearchOutput."""
-    from search import run_mcts
+    True. ``search_params``: ``search.params.SearchParams`` (None: the
+    defaults). Returns the last SearchOutput."""
+    from search.mcts import DEFAULT_PARAMS, run_mcts
+
+    search_params = DEFAULT_PARAMS if search_params is None else search_params
 
     t_end = None if max_seconds is None else time.perf_counter() + max(float(max_seconds), 0.0)
     done = 0
@@ -352,8 +359,8 @@ def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: flo
             return callback is not None and bool(callback(t, base + n))
 
         left = None if t_end is None else max(t_end - time.perf_counter(), 0.0)
-        out = run_mcts(params, rng, state, evaluate_fn, num_simulations=chunk, batch_size=batch_size,
-                       tree=tree, max_seconds=left, callback=cb)
+        out = run_mcts(params, rng, state, evaluate_fn, num_simulations=chunk,
+                       search_params=search_params, tree=tree, max_seconds=left, callback=cb)
         tree = out.tree
         done += last[0]
         stopped = chunk == 0 or last[0] < chunk and (t_end is None or time.perf_counter() < t_end)
@@ -404,12 +411,14 @@ class MctsPlayer:
     name = "mcts"
     has_prior = False
 
-    def __init__(self, evaluate_fn, params=None, *, visits: int | None = None, batch_size: int = 8,
+    def __init__(self, evaluate_fn, params=None, *, visits: int | None = None, search_params=None,
                  prior_fn: Callable | None = None, label: str = "mcts"):
+        from search.params import SearchParams
+
         self.evaluate_fn = evaluate_fn
-        self.params = params
+        self.params = params  # the network's, passed to evaluate_fn
         self.visits = None if visits is None else int(visits)
-        self.batch_size = int(batch_size)
+        self.search_params = SearchParams() if search_params is None else search_params
         self.prior_fn = prior_fn
         self.label = label
         self.tree = None
@@ -458,7 +467,7 @@ class MctsPlayer:
         if max_seconds is not None:
             max_seconds = max(max_seconds - (time.perf_counter() - t0), 0.0)
         out = search(state, self.evaluate_fn, self.params, rng, max_visits=visits, max_seconds=max_seconds,
-                     batch_size=self.batch_size, tree=tree, callback=callback)
+                     search_params=self.search_params, tree=tree, callback=callback)
         self.tree = out.tree
         return out
 
@@ -480,15 +489,13 @@ class MctsPlayer:
             allowed[n2] = False  # ... but not in the opening
             note = "no pass in the opening"
         if not allowed[move]:
-            masked = np.where(allowed, visits, -1)
-            best = int(np.argmax(masked))
-            if masked[best] > 0:
-                move = best
-            elif candidates[:-1].any():
-                pri = np.where(candidates, tree.children_prior[0], -1)
-                move = int(np.argmax(pri))
-            else:
-                move = n2
+            from search.tree import choose_move
+
+            if not (visits > 0)[allowed].any():  # by prior: among the candidates, never a pass
+                allowed = candidates
+            move = choose_move(visits, tree.children_prior[0], allowed,
+                               self.search_params.temperature_at(state.move_number), rng)
+            move = n2 if move < 0 else move
             note = note or "search move fills own territory"
         return Decision(move, winrate=float(wr), visits=int(visits.sum()),
                         analysis=tree.root_analysis(), note=note)
