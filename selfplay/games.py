@@ -7,8 +7,8 @@ is to move, on a batch padded to a fixed size (JAX compiles once per net
 shape). Moves are sampled from the masked softmax of the policy at a
 temperature (0 = argmax).
 
-Moves a player may choose (``candidates_into``, the rule of the GTP
-players): legal, not a true one-point eye of its own (``board.is_eye``) and,
+Moves a player may choose (``board.candidates_into``, the rule of the GTP
+players too): legal, not a true one-point eye of its own (``board.is_eye``) and,
 once the opponent has a stone on the board, not inside its own Tromp-Taylor
 territory. Pass is allowed only when nothing else is (``allow_pass=True``
 lets the net pass whenever it likes). ``no_self_atari=True`` also removes
@@ -31,10 +31,9 @@ import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import board, sgf
-from alphalite.go.board import B_COLOR, B_HEAD, B_LIBS, B_META, EMPTY, M_PASSES, M_SIZE, M_TOPLAY
+from alphalite.go.board import B_META, M_PASSES, candidates, candidates_into
 
 
 @dataclasses.dataclass
@@ -82,73 +81,6 @@ class Positions:
     mask: np.ndarray
     moves: np.ndarray
     game: np.ndarray
-
-
-def default_max_moves(size: int) -> int:
-    return 2 * size * size + 20
-
-
-# ---------------------------------------------------------------- masks
-
-
-@njit(cache=True)
-def candidates_into(B, own, out, allow_pass, no_self_atari=False):
-    """Fill bool ``out[size*size+1]`` with the moves the player to move may
-    choose (module docstring); ``own`` is int8 [size*size] scratch."""
-    board.legal_mask(B, out)
-    meta = B[B_META]
-    color = B[B_COLOR]
-    size = meta[M_SIZE]
-    n2 = size * size
-    if meta[M_PASSES] >= 2:
-        return
-    W = size + 2
-    stone = meta[M_TOPLAY]
-    has_opp = False
-    for r in range(size):
-        for c in range(size):
-            if color[(r + 1) * W + c + 1] == -stone:
-                has_opp = True
-                break
-        if has_opp:
-            break
-    if has_opp:
-        board.owners_into(B, own)
-    some = False
-    for r in range(size):
-        for c in range(size):
-            m = r * size + c
-            if not out[m]:
-                continue
-            p = (r + 1) * W + c + 1
-            if board.is_eye(color, p, stone, W) \
-                    or (has_opp and color[p] == EMPTY and own[m] == stone and not _saves(B, p, stone, W)) \
-                    or (no_self_atari and board.is_self_atari(B, p, stone, False)):
-                out[m] = False
-            else:
-                some = True
-    out[n2] = allow_pass or not some
-
-
-@njit(cache=True, inline="always")
-def _saves(B, p, stone, W):
-    """Whether ``stone`` at ``p`` saves a group of its in atari (the group
-    then has more than one liberty): a point of one's own territory that
-    must not be left out."""
-    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
-    for q in (p - W, p + W, p - 1, p + 1):
-        if color[q] == stone and libs[head[q]] == 1:
-            return not board.is_self_atari(B, p, stone, False)
-    return False
-
-
-def candidates(state: board.GoState, allow_pass: bool = False, no_self_atari: bool = False) -> np.ndarray:
-    """bool [A] of ``candidates_into`` for a GoState."""
-    out = np.zeros(state.size * state.size + 1, np.bool_)
-    own = np.zeros(state.size * state.size, np.int8)
-    b = state.copy_tuple()  # owners_into touches the scratch marks
-    candidates_into(b, own, out, allow_pass, no_self_atari)
-    return out
 
 
 # ---------------------------------------------------------------- network
@@ -239,7 +171,7 @@ def play_policy_games(
             raise ValueError(f"player {p.name} is a {p.model.size}x{p.model.size} net, the games are {size}x{size}")
     black = np.asarray(black, np.int64)
     white = np.asarray(white, np.int64)
-    max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
+    max_moves = board.default_max_moves(size) if max_moves is None else int(max_moves)
     A = size * size + 1
     states = [board.new_game(size, komi) for _ in range(n_games)]
     boards = [s.copy_tuple(extra_history=max_moves + 1) for s in states]
@@ -356,7 +288,7 @@ def play_mcts_games(
     progress is dropped."""
     from search.tree import choose_move
 
-    max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
+    max_moves = board.default_max_moves(size) if max_moves is None else int(max_moves)
     games = []
     for g in range(n_games):
         black_player.forget()

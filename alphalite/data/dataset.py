@@ -637,18 +637,10 @@ def _expand_chunk(size, superko, zob, move_off, moves, colors, setup_off, setup_
         s0 = setup_off[g]
         s1 = setup_off[g + 1]
         if s1 > s0:
-            for i in range(s0, s1):
-                m = setup_pts[i]
-                r = m // size
-                color[(r + 1) * W + (m - r * size) + 1] = setup_cols[i]
-            meta[board.M_NHIST] = 0
-            B[board.B_BLOOM][:] = 0
-            board.rebuild(B)
+            board.set_up(B, setup_pts[s0:s1], setup_cols[s0:s1])
         for i in range(a, b):
             stone = colors[i]
-            if stone != meta[board.M_TOPLAY]:
-                meta[board.M_TOPLAY] = stone
-                meta[board.M_KO] = -1
+            board.set_to_play(B, stone)
             s = slot[i]
             if s >= 0:
                 snap_color[s, :] = color

@@ -5,8 +5,9 @@ Players (``genmove(state, candidates, budget, rng, callback) -> Decision``):
 * ``RandomPlayer``: uniform over the candidate moves (legal, not filling an
   own eye or own territory); passes when there is none.
 * ``PolicyPlayer``: masked softmax of a policy net; argmax, or sampling with
-  ``SearchParams.temperature > 0``. With a value net its winrate is the net's value of
-  the position it moves in, so it can resign; without one it never does.
+  ``SearchParams.temperature > 0``. With a value net its winrate is the
+  net's value of the position it moves in, so it can resign; without one it
+  never does.
 * ``MctsPlayer``: ``search.run_mcts`` with any evaluator (policy priors +
   Numba rollout values, a value net mixed in with ``lambda``, or uniform
   priors + rollouts), searched in growing chunks so a time budget, a visit
@@ -21,11 +22,10 @@ Judgement (no GNU Go needed):
   analysis commands' score estimate).
 * ``dead_stones``: stones whose point ends owned by the opponent in most
   playouts; ``final_score``: Tromp-Taylor area after removing them, with komi.
-* ``own_territory``: empty points whose region reaches only one colour's
-  stones (Tromp-Taylor territory); ``candidate_moves`` leaves those and
-  one-point eyes out, so no player fills its own territory (while the
-  opponent has no stone on the board, only one-point eyes: nothing is
-  territory yet).
+* ``candidate_moves``: ``board.candidates_into`` (the self-play rule too)
+  for a GTP position: no own one-point eye, nothing inside own Tromp-Taylor
+  territory (while the opponent has no stone on the board, only eyes:
+  nothing is territory yet).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from alphalite.go import board, coords
-from alphalite.go.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
+from alphalite.go import board
+from alphalite.go.board import B_META, BLACK, M_SIZE, WHITE
 
 
 # ---------------------------------------------------------------- ownership
@@ -76,7 +76,7 @@ def playout_outcomes(state: board.GoState, num_playouts: int = 64,
     the playouts (of ``num_playouts``) in which each point ends owned by
     black / by white; ``margins`` float64 [num_playouts] is each playout's
     final Tromp-Taylor area, black minus white minus komi."""
-    from search.rollout import RolloutScratch, default_max_moves
+    from search.rollout import RolloutScratch
 
     n = state.size
     num_playouts = max(int(num_playouts), 0)
@@ -85,7 +85,7 @@ def playout_outcomes(state: board.GoState, num_playouts: int = 64,
     margins = np.zeros(num_playouts, np.float64)
     if num_playouts == 0:
         return black, white, margins
-    max_moves = default_max_moves(n)
+    max_moves = board.default_max_moves(n)
     b = state.board_tuple
     if state.is_over:  # playouts stop at two passes: start from a resumable copy
         b = resume(state).board_tuple
@@ -122,7 +122,7 @@ def resume(state: board.GoState) -> board.GoState:
     if not state.is_over:
         return state
     b = state.copy_tuple()
-    b[B_META][board.M_PASSES] = 0
+    board.clear_passes(b)
     return board.GoState(state.size, state.komi, state.superko, state.suicide, b)
 
 
@@ -130,55 +130,15 @@ def resume(state: board.GoState) -> board.GoState:
 
 
 def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarray:
-    """bool [size*size+1]: legal points for ``color`` (default: to play) that
-    are neither a one-point eye of that colour nor inside its Tromp-Taylor
-    territory; pass is False. All False: nothing useful is left to play."""
-    n = state.size
+    """bool [size*size+1]: the moves ``color`` (default: to play) may choose
+    by ``board.candidates_into`` (legal, no own true eye, nothing inside its
+    own territory unless it saves a group in atari), after two passes too;
+    pass is False. All False: nothing useful is left to play."""
     if color is not None:
         state = board.with_to_play(state, color)
-    stone = state.to_play
-    legal = board.legal_moves(resume(state))
-    stones = board.stones(state).ravel()
-    cand = legal.copy()
-    cand[n * n] = False
-    if (stones == -stone).any():
-        # Own Tromp-Taylor territory is left out, but never the last liberty
-        # of an own group: filling it there saves the group (a self-play
-        # game passed with four stones in atari whose liberty lay inside).
-        own = owners(state)
-        cand[: n * n] &= ~((stones == EMPTY) & (own == stone) & ~_saving_points(state, stone))
-    else:
-        # No opponent stone on the board (our first move, handicap stones,
-        # a GUI asking the same colour twice): every empty region "reaches
-        # only our colour", but none of it is territory yet. Only leave out
-        # one-point eyes.
-        cand[: n * n] &= ~_own_eyes(state, stone)
+    cand = board.candidates(resume(state))
+    cand[-1] = False
     return cand
-
-
-def _saving_points(state: board.GoState, stone: int) -> np.ndarray:
-    """bool [size*size]: empty points next to a ``stone`` group in atari
-    where ``stone`` leaves that group more than one liberty."""
-    n = state.size
-    atari = np.zeros((n + 2, n + 2), bool)
-    atari[1:-1, 1:-1] = (board.stones(state) == stone) & (board.liberties(state) == 1)
-    near = (atari[:-2, 1:-1] | atari[2:, 1:-1] | atari[1:-1, :-2] | atari[1:-1, 2:]).ravel()
-    out = near & (board.stones(state).ravel() == EMPTY)
-    b = state.copy_tuple()
-    for m in np.flatnonzero(out):
-        out[m] = not board.is_self_atari(b, coords.to_padded(int(m), n), stone, False)
-    return out
-
-
-def _own_eyes(state: board.GoState, stone: int) -> np.ndarray:
-    """bool [size*size]: empty points whose on-board neighbours are all ``stone``."""
-    n = state.size
-    s = board.stones(state)
-    pad = np.full((n + 2, n + 2), stone, np.int8)
-    pad[1:-1, 1:-1] = s
-    eye = (s == EMPTY) & (pad[:-2, 1:-1] == stone) & (pad[2:, 1:-1] == stone) \
-        & (pad[1:-1, :-2] == stone) & (pad[1:-1, 2:] == stone)
-    return eye.ravel()
 
 
 def last_was_pass(state: board.GoState) -> bool:
