@@ -172,8 +172,21 @@ def _terminal_value(S, to_play, komi):
     return 0.0
 
 
+class LeafSlots(NamedTuple):
+    """One round's selections, filled by ``_select`` and read by ``_backup``
+    (``M = 2 * batch_size`` attempts, ``B = batch_size`` board slots)."""
+
+    node: np.ndarray  # int64 [M]  the node each attempt ended on
+    kind: np.ndarray  # int64 [M]  LEAF_NEW, LEAF_TERMINAL or LEAF_COLLIDE
+    slot: np.ndarray  # int64 [M]  scratch slot of a new leaf, else -1
+    legal: np.ndarray  # bool [B, A]  a new leaf's legal moves, by slot
+
+
 @njit(cache=True)
-def _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, fpu_reduction):
+def _pick(T, node, c_puct, fpu_reduction):
+    cp, cl, cv, cw, cvl = T.children_prior, T.children_legal, T.children_visits, T.children_value_sum, \
+        T.children_virtual
+    nv, nw, nvl = T.node_visits, T.node_value_sum, T.node_virtual
     A = cp.shape[1]
     n_parent = nv[node] + nvl[node]
     sq = math.sqrt(n_parent) if n_parent > 0 else 0.0
@@ -201,21 +214,22 @@ def _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, fpu_reduction):
 
 
 @njit(cache=True)
-def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, nexp, counter,
-            root, s_color, s_head, s_nxt, s_libs, s_gsize, s_mark, s_empt, s_epos, s_meta, s_hist, s_bloom,
-            want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, komi,
-            leaf_node, leaf_kind, leaf_slot, leaf_legal):
-    """Select up to ``want`` leaves (new or terminal) with virtual loss.
-    Returns (attempts made, new leaves). New leaf ``k``'s board is scratch
-    slot ``k`` with its legal mask in ``leaf_legal[k]``."""
+def _select(T, root, scratch, want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, komi, L):
+    """Select up to ``want`` leaves (new or terminal) of tree ``T`` with
+    virtual loss, replaying each path on a board of ``scratch`` (stacked
+    board arrays, one slot per new leaf) from ``root``. Returns (attempts
+    made, new leaves) and fills ``L`` (``LeafSlots``): new leaf ``k``'s board
+    is scratch slot ``k`` with its legal mask in ``L.legal[k]``."""
+    ci, cvl, nvl, par, act = T.children_index, T.children_virtual, T.node_virtual, T.parents, T.action_from_parent
+    ntp, nterm, nexp, nval, counter = T.node_to_play, T.node_terminal, T.node_expanded, T.node_value, T.counter
     zob = root[B_ZOB]
     m = 0
     got = 0
     n_new = 0
     while got < want and m < max_attempts:
         k = n_new
-        S = (s_color[k], s_head[k], s_nxt[k], s_libs[k], s_gsize[k], s_mark[k], s_empt[k], s_epos[k],
-             s_meta[k], s_hist[k], s_bloom[k], zob)
+        S = (scratch[0][k], scratch[1][k], scratch[2][k], scratch[3][k], scratch[4][k], scratch[5][k],
+             scratch[6][k], scratch[7][k], scratch[8][k], scratch[9][k], scratch[10][k], zob)
         copy_board(S, root)
         node = 0
         kind = LEAF_COLLIDE
@@ -227,7 +241,7 @@ def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, ne
                 kind = LEAF_COLLIDE
                 break
             red = root_fpu_reduction if node == 0 else fpu_reduction
-            a = _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, red)
+            a = _pick(T, node, c_puct, red)
             if a < 0:
                 raise RuntimeError("search: a non-terminal node has no legal move")
             cvl[node, a] += 1
@@ -252,15 +266,15 @@ def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, ne
                     nval[c] = _terminal_value(S, ntp[c], komi)
                     kind = LEAF_TERMINAL
                 else:
-                    legal_mask(S, leaf_legal[k])
+                    legal_mask(S, L.legal[k])
                     kind = LEAF_NEW
                 break
             node = c
-        leaf_node[m] = node
-        leaf_kind[m] = kind
-        leaf_slot[m] = -1
+        L.node[m] = node
+        L.kind[m] = kind
+        L.slot[m] = -1
         if kind == LEAF_NEW:
-            leaf_slot[m] = k
+            L.slot[m] = k
             n_new += 1
         if kind != LEAF_COLLIDE:
             got += 1
@@ -269,18 +283,22 @@ def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, ne
 
 
 @njit(cache=True)
-def _backup(cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nexp,
-            m, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values):
-    """Expand the new leaves with their priors, back up values, remove virtual
-    loss. Returns the number of visits backed up."""
+def _backup(T, m, L, priors, values):
+    """Expand the new leaves of ``L`` with their priors, back up values,
+    remove virtual loss. Returns the number of visits backed up."""
+    cp, cl, cv, cw, cvl = T.children_prior, T.children_legal, T.children_visits, T.children_value_sum, \
+        T.children_virtual
+    nv, nw, nval, nvl = T.node_visits, T.node_value_sum, T.node_value, T.node_virtual
+    par, act, ntp, nexp = T.parents, T.action_from_parent, T.node_to_play, T.node_expanded
+    leaf_legal = L.legal
     A = cp.shape[1]
     done = 0
     for j in range(m):
-        node = leaf_node[j]
-        kind = leaf_kind[j]
+        node = L.node[j]
+        kind = L.kind[j]
         v = 0.0
         if kind == LEAF_NEW:
-            k = leaf_slot[j]
+            k = L.slot[j]
             total = 0.0
             nlegal = 0
             for a in range(A):
@@ -376,18 +394,6 @@ def _same_position(a: GoState, b: GoState) -> bool:
             and np.array_equal(a.board_tuple[B_COLOR], b.board_tuple[B_COLOR]))
 
 
-def _tree_args(t: Tree):
-    return (t.children_index, t.children_prior, t.children_legal, t.children_visits, t.children_value_sum,
-            t.children_virtual, t.node_visits, t.node_value_sum, t.node_value, t.node_virtual, t.parents,
-            t.action_from_parent, t.node_to_play, t.node_terminal, t.node_expanded, t.counter)
-
-
-def _backup_args(t: Tree):
-    return (t.children_prior, t.children_legal, t.children_visits, t.children_value_sum, t.children_virtual,
-            t.node_visits, t.node_value_sum, t.node_value, t.node_virtual, t.parents, t.action_from_parent,
-            t.node_to_play, t.node_expanded)
-
-
 def _evaluate(evaluate_fn, params, leaves: Leaves, A: int):
     priors, values = evaluate_fn(params, leaves)
     priors = np.asarray(priors, np.float32)
@@ -453,11 +459,9 @@ def run_mcts(
     root_nhist = int(root_board[B_META][M_NHIST])
     slots = max(1, batch_size)
     scratch = None
-    leaf_legal = np.zeros((slots, A), np.bool_)
     max_attempts = 2 * batch_size
-    leaf_node = np.zeros(max_attempts, np.int64)
-    leaf_kind = np.zeros(max_attempts, np.int64)
-    leaf_slot = np.zeros(max_attempts, np.int64)
+    L = LeafSlots(np.zeros(max_attempts, np.int64), np.zeros(max_attempts, np.int64),
+                  np.zeros(max_attempts, np.int64), np.zeros((slots, A), np.bool_))
 
     def make_scratch():
         # a path is never longer than the number of nodes
@@ -469,12 +473,12 @@ def run_mcts(
     if not tree.node_expanded[0]:
         S = scratch.views[0]
         copy_board(S, root_board)
-        legal_mask(S, leaf_legal[0])
-        leaf_node[0] = 0
-        leaf_kind[0] = LEAF_NEW
-        leaf_slot[0] = 0
-        priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, 1, leaf_legal), A)
-        _backup(*_backup_args(tree), 1, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values)
+        legal_mask(S, L.legal[0])
+        L.node[0] = 0
+        L.kind[0] = LEAF_NEW
+        L.slot[0] = 0
+        priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, 1, L.legal), A)
+        _backup(tree.arrays, 1, L, priors, values)
 
     # Root noise (fresh each call, on the clean priors).
     if tree.raw_root_prior is not None:
@@ -496,14 +500,13 @@ def run_mcts(
         want = min(batch_size, num_simulations - done)
         if tree.ensure_capacity(tree.num_nodes + max_attempts):
             scratch = make_scratch()
-        m, n_new = _select(*_tree_args(tree), root_board, *scratch.arrays, want, max_attempts,
-                           float(sp.c_puct), float(sp.fpu_reduction), float(sp.root_fpu), komi,
-                           leaf_node, leaf_kind, leaf_slot, leaf_legal)
+        m, n_new = _select(tree.arrays, root_board, scratch.arrays, want, max_attempts,
+                           float(sp.c_puct), float(sp.fpu_reduction), float(sp.root_fpu), komi, L)
         if n_new:
-            priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, leaf_legal), A)
+            priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, L.legal), A)
         else:
             priors, values = empty_priors, empty_values
-        done += _backup(*_backup_args(tree), m, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values)
+        done += _backup(tree.arrays, m, L, priors, values)
         if callback is not None and callback(tree, done):
             break
         if t_end is not None and time.perf_counter() >= t_end:

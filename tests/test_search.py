@@ -144,8 +144,9 @@ def test_reuse_keeps_the_right_subtree():
     c = int(t.children_index[0, a])
     b = int(np.argmax(t.children_visits[c]))  # the reply we will pretend the opponent plays
     g = int(t.children_index[c, b])
-    old_child = {k: getattr(t, k)[c].copy() for k in t.ARRAYS2 + ("node_visits", "node_value_sum")}
-    old_grand = {k: getattr(t, k)[g].copy() for k in t.ARRAYS2 + ("node_visits", "node_value_sum")}
+    kept = [k for k in t.arrays._fields if k.startswith("children_")] + ["node_visits", "node_value_sum"]
+    old_child = {k: getattr(t, k)[c].copy() for k in kept}
+    old_grand = {k: getattr(t, k)[g].copy() for k in kept}
     size_before = len(np.flatnonzero(_subtree_mask(t, c)))
 
     t1 = advance(t, a)
@@ -533,22 +534,24 @@ def test_c_puct_reaches_the_selection():
 
 def _one_node(prior, visits, value_sum, virtual=None, node_visits=0, node_value_sum=0.0, legal=None):
     """A one-node tree (node 0) in the kernel's dtypes, for pinning _pick."""
-    A = len(prior)
-    cp = np.array([prior], np.float32)
-    cl = np.array([legal if legal is not None else [True] * A], np.bool_)
-    cv = np.array([visits], np.int32)
-    cw = np.array([value_sum], np.float64)
-    cvl = np.array([virtual if virtual is not None else [0] * A], np.int32)
-    nvl = np.array([sum(virtual or [0])], np.int32)
-    nv = np.array([node_visits], np.int32)
-    nw = np.array([node_value_sum], np.float64)
-    return cp, cl, cv, cw, cvl, nv, nw, nvl
+    from search.tree import tree_arrays
+
+    T = tree_arrays(1, len(prior))
+    T.children_prior[0] = prior
+    T.children_legal[0] = legal if legal is not None else True
+    T.children_visits[0] = visits
+    T.children_value_sum[0] = value_sum
+    T.children_virtual[0] = virtual if virtual is not None else 0
+    T.node_virtual[0] = sum(virtual or [0])
+    T.node_visits[0] = node_visits
+    T.node_value_sum[0] = node_value_sum
+    return T
 
 
 def _pick0(tree, c_puct=1.5, fpu_reduction=0.25):
     from search.mcts import _pick
 
-    return int(_pick(0, *tree, c_puct, fpu_reduction))
+    return int(_pick(tree, 0, c_puct, fpu_reduction))
 
 
 def test_puct_pick_pinned_by_hand():
