@@ -614,6 +614,25 @@ def set_up(B, points, colors):
 
 
 @njit(cache=True)
+def restore(B, color, meta):
+    """Make ``B`` the position stored as ``color`` and ``meta`` (a snapshot
+    of those two arrays of a board of the same size): groups rebuilt from
+    the colours; side to move, ko, passes, captures and last moves from the
+    snapshot; no superko history (superko off)."""
+    B[B_COLOR][:] = color
+    m = B[B_META]
+    m[M_NHIST] = 0
+    rebuild(B)
+    gen = m[M_GEN]
+    nempty = m[M_NEMPTY]
+    m[:] = meta
+    m[M_GEN] = gen
+    m[M_NEMPTY] = nempty
+    m[M_SUPERKO] = 0
+    m[M_NHIST] = 0
+
+
+@njit(cache=True)
 def set_to_play(B, stone):
     """Make ``stone`` the player to move (GTP and SGF let either side move).
     A ko ban binds only the player who was next, so a change of side lifts
