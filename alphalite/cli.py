@@ -141,8 +141,6 @@ def _add_gtp_arguments(p) -> None:
                    help="value net, the same forms (value9, value19, value19sp): mcts mixes it with rollouts by "
                         "--lambda; policy reports its winrate and resigns by it; auto: with --checkpoint auto the "
                         "shipped one (9x9: value9, 19x19: value19sp), else none")
-    p.add_argument("--lambda", dest="lam", type=float, default=0.5,
-                   help="leaf value = lambda * value net + (1 - lambda) * rollout")
     p.add_argument("--visits", type=int, default=None,
                    help="mcts visits per move, a cap with or without a clock (default: 400 without a clock; "
                         "under one, no cap but the time)")
@@ -151,10 +149,8 @@ def _add_gtp_arguments(p) -> None:
                         "a clock; with one, what the clock allows)")
     p.add_argument("--lag-buffer", type=float, default=0.2,
                    help="seconds kept back on every move under a clock for pipes, servers and process scheduling")
-    p.add_argument("--batch", type=int, default=8, help="leaves per network call")
     p.add_argument("--inference", choices=("auto", "jax", "onnx"), default="auto",
                    help="where the nets run: auto = ONNX Runtime on the CPU (faster there), JAX on a GPU")
-    p.add_argument("--temperature", type=float, default=0.0, help="policy engine: 0 = best move, > 0 samples")
     p.add_argument("--resign-threshold", type=float, default=0.1, help="resign below this winrate (0..1)")
     p.add_argument("--resign-moves", type=int, default=3, help="... for this many own moves in a row")
     p.add_argument("--no-resign", action="store_true", help="never resign")
@@ -162,6 +158,10 @@ def _add_gtp_arguments(p) -> None:
     p.add_argument("--size", type=int, default=19, help="initial board size (boardsize changes it)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random generator (sampling, search, playouts)")
     p.add_argument("--score-playouts", type=int, default=128, help="random playouts per dead-stone estimate")
+    from alphalite.runtime import config as config_lib
+    from search.params import SearchParams
+
+    config_lib.add_arguments(p.add_argument_group("search (also the policy engine's temperature)"), SearchParams)
 
 
 def build_parser() -> argparse.ArgumentParser:

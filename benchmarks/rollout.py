@@ -28,10 +28,6 @@ from inference import cpu_name
 # (benchmarks/search.py shadows the search package here, so its two helpers are inlined.)
 
 
-def default_max_moves(size: int) -> int:
-    return 3 * size * size + 20
-
-
 def load_policy(ref):
     d = checkpoint.find_model_dir(ref)
     return patterns.load_policy(d, checkpoint.read_model_info(d))
@@ -80,7 +76,7 @@ def main(argv=None) -> int:
     tab, w, _ = load_policy(args.policy)
     res = {"benchmark": "rollout", "cpu": cpu_name(), "policy": args.policy, "threads": 1}
     for size in (9, 19):
-        mm = default_max_moves(size)
+        mm = board.default_max_moves(size)
         base = board.init_board(size, False, False, board.zobrist_table(), 1)
         scratch = board.init_board(size, False, False, board.zobrist_table(), 1)
         rng = np.array([size], np.int64)

@@ -23,7 +23,7 @@ from numba import njit
 from alphalite.data import dataset
 from alphalite.go import board, patterns
 from inference import cpu_name
-from rollout import default_max_moves, load_policy
+from rollout import load_policy
 
 
 @njit
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     games = dataset.load_games(args.data, "test", 19)
     a = games.arrays
     move_numbers = [int(x) for x in args.moves.split(",")]
-    mm = default_max_moves(19)
+    mm = board.default_max_moves(19)
     hits = {(k, m): 0 for k in ("uniform", "pattern") for m in move_numbers}
     count = {m: 0 for m in move_numbers}
     rng = np.array([1], np.int64)

@@ -108,6 +108,7 @@ def bench_search(net_fn, params, state, batch, seconds, preset):
     import jax
 
     from search import evaluators, mcts
+    from search.params import SearchParams
 
     timed = {"t": 0.0}
 
@@ -119,13 +120,15 @@ def bench_search(net_fn, params, state, batch, seconds, preset):
 
     evaluate = evaluators.network_evaluator(timed_net, preset=preset, pad_to=batch)
     sims = max(4 * batch, 16)
-    mcts.run_mcts(params, 0, state, evaluate, num_simulations=sims, batch_size=batch)  # warm-up
+    mcts.run_mcts(params, 0, state, evaluate, num_simulations=sims,
+                  search_params=SearchParams(batch_size=batch))  # warm-up
     visits = 0
     timed["t"] = 0.0
     t0 = time.perf_counter()
     seed = 1
     while time.perf_counter() - t0 < seconds:
-        mcts.run_mcts(params, seed, state, evaluate, num_simulations=sims, batch_size=batch)
+        mcts.run_mcts(params, seed, state, evaluate, num_simulations=sims,
+                  search_params=SearchParams(batch_size=batch))
         visits += sims
         seed += 1
     wall = time.perf_counter() - t0
@@ -138,15 +141,16 @@ SHIPPED = {9: ("policy9", "value9"), 19: ("policy19", "value19sp")}
 def bench_engines(size, seconds):
     """The engine's searches (mcts, apv) with the shipped nets, as the GTP engine builds them."""
     from alphalite.engine import players
-    from search.evaluators import mix_rollouts, network_evaluator
+    from search.evaluators import net_evaluator
     from search.params import SearchParams
     from search.rollout import PatternPolicy
 
     net = players.load_net(*SHIPPED[size])
     state = _positions(size, 1, seed=2)[0]
     out = {"inference": net.inference}
-    ev = mix_rollouts(network_evaluator(net.net_fn, preset=net.preset, pad_to=8), 0.5)
-    mcts = players.MctsPlayer(ev, net.params, batch_size=8)
+    sp = SearchParams()  # the engine's defaults: lambda 0.5, leaf batch 8
+    ev = net_evaluator(net.net_fn, has_value=True, lam=sp.lam, preset=net.preset, pad_to=sp.batch_size)
+    mcts = players.MctsPlayer(ev, net.params, search_params=sp)
     mcts.run(state, np.random.default_rng(0), max_visits=32)
     mcts.forget()
     c0, t0 = time.process_time(), time.perf_counter()
@@ -155,7 +159,7 @@ def bench_engines(size, seconds):
     v = int(res.tree.children_visits[0].sum())
     out["mcts"] = {"visits_per_s": round(v / wall, 1), "rollouts_per_s": round(v / wall, 1),
                    "net_evals_per_s": round(v / wall, 1), "cpu_per_wall": round((time.process_time() - c0) / wall, 2)}
-    apv = players.ApvPlayer(net, PatternPolicy.load("tree19"), PatternPolicy.load("rollout19"), SearchParams(lam=0.5))
+    apv = players.ApvPlayer(net, PatternPolicy.load("tree19"), PatternPolicy.load("rollout19"), sp)
     try:
         apv.search.run(state, max_sims=64)
         c0 = time.process_time()

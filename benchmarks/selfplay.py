@@ -48,6 +48,7 @@ def _net(size: int):
 
 
 def bench_size(size: int, games: int, mcts_games: int, visits: int, max_moves: int | None) -> dict:
+    from search.params import SearchParams
     from selfplay import games as sp
 
     model, variables, preset, label = _net(size)
@@ -63,7 +64,8 @@ def bench_size(size: int, games: int, mcts_games: int, visits: int, max_moves: i
            "policy_mean_moves": float(np.mean([len(g.moves) for g in played])),
            "policy_capped": int(sum(g.ended != "passes" for g in played))}
     if mcts_games:
-        mp = sp.mcts_player(model, variables, preset=preset, visits=visits, batch_size=8)
+        mp = sp.mcts_player(model, variables, preset=preset, visits=visits,
+                            search_params=SearchParams(batch_size=8))
         sp.play_mcts_games(mp, mp, 1, size, 7.5, rng, max_moves=2)  # compile
         t = time.perf_counter()
         played = sp.play_mcts_games(mp, mp, mcts_games, size, 7.5, rng, max_moves=max_moves,

@@ -60,7 +60,7 @@ def play_on(boards, net, temperature, rng, until):
 def main() -> None:
     from alphalite.go import board
     from selfplay import valuedata
-    from selfplay.games import default_max_moves
+    from alphalite.go.board import default_max_moves
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sl", default=str(ROOT / "checkpoints" / "policy19"))

@@ -33,10 +33,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from alphalite.go.board import B_HIST, B_ZOB, GoState, copy_board, legal_mask
+from alphalite.go.board import B_HIST, B_ZOB, GoState, copy_board, default_max_moves, legal_mask
 from search import apv_kernels as K
 from search.params import SearchParams
-from search.rollout import default_max_moves
 
 # a path is cut (valued by a rollout without expanding) this deep
 MAX_DEPTH = 256

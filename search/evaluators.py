@@ -18,6 +18,9 @@ All values are from the point of view of the player to move at the leaf.
   so the one jitted function compiles once, masked softmax priors and the
   value head (zeros without a value model: combine with ``mix_rollouts``,
   e.g. ``lam=0``, to get rollout values with network priors).
+* ``net_evaluator(net_fn, has_value=..., lam=...)``: the two above as the
+  engine and self-play use them, the one place lambda is applied (no value
+  net: rollout values whatever ``lam``).
 
 JAX is imported only inside the network helpers, never at import time.
 """
@@ -162,3 +165,13 @@ def network_evaluator(net_fn: Callable, *, preset: str = "default", pad_to: int 
         return priors, np.asarray(values)[:B]
 
     return evaluate
+
+
+def net_evaluator(net_fn: Callable, *, has_value: bool, lam: float, preset: str = "default",
+                  pad_to: int | None = None) -> Callable:
+    """Network priors; leaf values ``lam * value net + (1 - lam) * rollout``,
+    rollouts alone without a value net (``has_value`` False), the net alone
+    at ``lam`` 1. What the GTP players and self-play search with."""
+    evaluate = network_evaluator(net_fn, preset=preset, pad_to=pad_to)
+    lam = lam if has_value else 0.0
+    return evaluate if lam >= 1.0 else mix_rollouts(evaluate, lam)

@@ -2,7 +2,8 @@
 
 ::
 
-    out = run_mcts(params, rng, state, evaluate_fn, num_simulations=800, batch_size=8)
+    out = run_mcts(params, rng, state, evaluate_fn, num_simulations=800,
+                   search_params=SearchParams(c_puct=1.5, batch_size=8))
     out.action, out.visit_probs, out.root_value, out.tree
     tree = advance(out.tree, out.action)          # reuse: our move ...
     tree = advance(tree, opponent_move)           # ... then theirs
@@ -109,11 +110,13 @@ from alphalite.go.board import (
     legal_mask,
     play_flat,
 )
-from search.tree import Tree, advance
+from search.params import SearchParams
+from search.tree import Tree, TreeArrays, advance, choose_move
 
 __all__ = ["Leaves", "SearchOutput", "run_mcts", "advance", "Tree"]
 
 LEAF_NEW, LEAF_TERMINAL, LEAF_COLLIDE = 0, 1, 2
+DEFAULT_PARAMS = SearchParams()
 
 
 class SearchOutput(NamedTuple):
@@ -126,7 +129,7 @@ class SearchOutput(NamedTuple):
 class Leaves:
     """The batch handed to ``evaluate_fn`` (see the module docstring)."""
 
-    __slots__ = ("boards", "legal", "to_play", "seeds", "size", "komi", "superko", "suicide")
+    __leaf_slots_ = ("boards", "legal", "to_play", "seeds", "size", "komi", "superko", "suicide")
 
     def __init__(self, boards, legal, to_play, seeds, size, komi, superko, suicide):
         self.boards = boards  # list of B board tuples (read-only scratch)
@@ -169,8 +172,21 @@ def _terminal_value(S, to_play, komi):
     return 0.0
 
 
+class LeafSlots(NamedTuple):
+    """One round's selections, filled by ``_select`` and read by ``_backup``
+    (``M = 2 * batch_size`` attempts, ``B = batch_size`` board slots)."""
+
+    node: np.ndarray  # int64 [M]  the node each attempt ended on
+    kind: np.ndarray  # int64 [M]  LEAF_NEW, LEAF_TERMINAL or LEAF_COLLIDE
+    slot: np.ndarray  # int64 [M]  scratch slot of a new leaf, else -1
+    legal: np.ndarray  # bool [B, A]  a new leaf's legal moves, by slot
+
+
 @njit(cache=True)
-def _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, fpu_reduction):
+def _pick(T, node, c_puct, fpu_reduction):
+    cp, cl, cv, cw, cvl = T.children_prior, T.children_legal, T.children_visits, T.children_value_sum, \
+        T.children_virtual
+    nv, nw, nvl = T.node_visits, T.node_value_sum, T.node_virtual
     A = cp.shape[1]
     n_parent = nv[node] + nvl[node]
     sq = math.sqrt(n_parent) if n_parent > 0 else 0.0
@@ -197,22 +213,33 @@ def _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, fpu_reduction):
     return best_a
 
 
+# The two kernels called from Python once a round take the tree and the leaf
+# slots as plain tuples and name them inside: a plain tuple crosses into Numba
+# about 1.4 us faster a call than a named tuple (the dispatcher's C fast path
+# types plain tuples only), which is 4% of a round on 19x19 with a free
+# evaluator.
+
+
 @njit(cache=True)
-def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, nexp, counter,
-            root, s_color, s_head, s_nxt, s_libs, s_gsize, s_mark, s_empt, s_epos, s_meta, s_hist, s_bloom,
-            want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, komi,
-            leaf_node, leaf_kind, leaf_slot, leaf_legal):
-    """Select up to ``want`` leaves (new or terminal) with virtual loss.
-    Returns (attempts made, new leaves). New leaf ``k``'s board is scratch
-    slot ``k`` with its legal mask in ``leaf_legal[k]``."""
+def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, komi, leaves):
+    """Select up to ``want`` leaves (new or terminal) of ``tree``
+    (``tuple(TreeArrays)``) with virtual loss, replaying each path on a board
+    of ``scratch`` (stacked board arrays, one slot per new leaf) from
+    ``root``. Returns (attempts made, new leaves) and fills ``leaves``
+    (``tuple(LeafSlots)``): new leaf ``k``'s board is scratch slot ``k`` with
+    its legal mask in ``legal[k]``."""
+    T = TreeArrays(*tree)
+    L = LeafSlots(*leaves)
+    ci, cvl, nvl, par, act = T.children_index, T.children_virtual, T.node_virtual, T.parents, T.action_from_parent
+    ntp, nterm, nexp, nval, counter = T.node_to_play, T.node_terminal, T.node_expanded, T.node_value, T.counter
     zob = root[B_ZOB]
     m = 0
     got = 0
     n_new = 0
     while got < want and m < max_attempts:
         k = n_new
-        S = (s_color[k], s_head[k], s_nxt[k], s_libs[k], s_gsize[k], s_mark[k], s_empt[k], s_epos[k],
-             s_meta[k], s_hist[k], s_bloom[k], zob)
+        S = (scratch[0][k], scratch[1][k], scratch[2][k], scratch[3][k], scratch[4][k], scratch[5][k],
+             scratch[6][k], scratch[7][k], scratch[8][k], scratch[9][k], scratch[10][k], zob)
         copy_board(S, root)
         node = 0
         kind = LEAF_COLLIDE
@@ -224,7 +251,7 @@ def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, ne
                 kind = LEAF_COLLIDE
                 break
             red = root_fpu_reduction if node == 0 else fpu_reduction
-            a = _pick(node, cp, cl, cv, cw, cvl, nv, nw, nvl, c_puct, red)
+            a = _pick(T, node, c_puct, red)
             if a < 0:
                 raise RuntimeError("search: a non-terminal node has no legal move")
             cvl[node, a] += 1
@@ -249,15 +276,15 @@ def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, ne
                     nval[c] = _terminal_value(S, ntp[c], komi)
                     kind = LEAF_TERMINAL
                 else:
-                    legal_mask(S, leaf_legal[k])
+                    legal_mask(S, L.legal[k])
                     kind = LEAF_NEW
                 break
             node = c
-        leaf_node[m] = node
-        leaf_kind[m] = kind
-        leaf_slot[m] = -1
+        L.node[m] = node
+        L.kind[m] = kind
+        L.slot[m] = -1
         if kind == LEAF_NEW:
-            leaf_slot[m] = k
+            L.slot[m] = k
             n_new += 1
         if kind != LEAF_COLLIDE:
             got += 1
@@ -266,18 +293,25 @@ def _select(ci, cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nterm, ne
 
 
 @njit(cache=True)
-def _backup(cp, cl, cv, cw, cvl, nv, nw, nval, nvl, par, act, ntp, nexp,
-            m, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values):
-    """Expand the new leaves with their priors, back up values, remove virtual
-    loss. Returns the number of visits backed up."""
+def _backup(tree, m, leaves, priors, values):
+    """Expand the first ``m`` selections of ``leaves`` (``tuple(LeafSlots)``)
+    that are new leaves with their priors, back up values, remove virtual
+    loss in ``tree`` (``tuple(TreeArrays)``). Returns the visits backed up."""
+    T = TreeArrays(*tree)
+    L = LeafSlots(*leaves)
+    cp, cl, cv, cw, cvl = T.children_prior, T.children_legal, T.children_visits, T.children_value_sum, \
+        T.children_virtual
+    nv, nw, nval, nvl = T.node_visits, T.node_value_sum, T.node_value, T.node_virtual
+    par, act, ntp, nexp = T.parents, T.action_from_parent, T.node_to_play, T.node_expanded
+    leaf_legal = L.legal
     A = cp.shape[1]
     done = 0
     for j in range(m):
-        node = leaf_node[j]
-        kind = leaf_kind[j]
+        node = L.node[j]
+        kind = L.kind[j]
         v = 0.0
         if kind == LEAF_NEW:
-            k = leaf_slot[j]
+            k = L.slot[j]
             total = 0.0
             nlegal = 0
             for a in range(A):
@@ -373,18 +407,6 @@ def _same_position(a: GoState, b: GoState) -> bool:
             and np.array_equal(a.board_tuple[B_COLOR], b.board_tuple[B_COLOR]))
 
 
-def _tree_args(t: Tree):
-    return (t.children_index, t.children_prior, t.children_legal, t.children_visits, t.children_value_sum,
-            t.children_virtual, t.node_visits, t.node_value_sum, t.node_value, t.node_virtual, t.parents,
-            t.action_from_parent, t.node_to_play, t.node_terminal, t.node_expanded, t.counter)
-
-
-def _backup_args(t: Tree):
-    return (t.children_prior, t.children_legal, t.children_visits, t.children_value_sum, t.children_virtual,
-            t.node_visits, t.node_value_sum, t.node_value, t.node_virtual, t.parents, t.action_from_parent,
-            t.node_to_play, t.node_expanded)
-
-
 def _evaluate(evaluate_fn, params, leaves: Leaves, A: int):
     priors, values = evaluate_fn(params, leaves)
     priors = np.asarray(priors, np.float32)
@@ -403,13 +425,7 @@ def run_mcts(
     evaluate_fn: Callable[[Any, Leaves], tuple[Any, Any]],
     *,
     num_simulations: int,
-    batch_size: int = 8,
-    c_puct: float = 1.5,
-    fpu_reduction: float = 0.25,
-    root_fpu_reduction: float | None = None,
-    dirichlet_alpha: float | None = None,
-    dirichlet_fraction: float = 0.25,
-    temperature: float = 0.0,
+    search_params: SearchParams = DEFAULT_PARAMS,
     tree: Tree | None = None,
     max_seconds: float | None = None,
     callback: Callable[[Tree, int], bool] | None = None,
@@ -418,10 +434,13 @@ def run_mcts(
 
     ``params`` is passed through to ``evaluate_fn``. ``rng``: numpy Generator
     (or int seed, or JAX key). ``num_simulations`` leaf visits are added (the
-    root's own evaluation not counted). ``batch_size``: leaves per
-    ``evaluate_fn`` call. ``root_fpu_reduction`` defaults to
-    ``fpu_reduction``. ``dirichlet_alpha=None`` adds no noise (e.g. 0.03 for
-    19x19, 0.1-0.3 on small boards in self-play). ``tree``: a tree from
+    root's own evaluation not counted). ``search_params``
+    (``search.params.SearchParams``): ``c_puct``, the FPU reductions,
+    ``batch_size`` (leaves per ``evaluate_fn`` call), root Dirichlet noise
+    (``dirichlet_alpha`` 0: none; e.g. 0.03 for 19x19, 0.1-0.3 on small
+    boards in self-play) and the move choice's temperature (``temperature_at``
+    the root's move number); its ``lam`` is the evaluator's business
+    (``search.evaluators.net_evaluator``). ``tree``: a tree from
     ``advance`` to reuse. ``max_seconds``: stop after the round in which this
     much wall time has passed (at least one round runs). ``callback(tree,
     visits_done)`` is called after every round (progress, ``lz-analyze``
@@ -430,14 +449,14 @@ def run_mcts(
     consistent. Raises ValueError if the game is over."""
     if root_state.is_over:
         raise ValueError("run_mcts: the game is over (two passes)")
-    if num_simulations < 0 or batch_size < 1:
-        raise ValueError("run_mcts: num_simulations must be >= 0 and batch_size >= 1")
+    if num_simulations < 0:
+        raise ValueError("run_mcts: num_simulations must be >= 0")
+    sp = search_params
+    batch_size = sp.batch_size
     gen = _as_generator(rng)
     size = root_state.size
     A = size * size + 1
     root_board = root_state.board_tuple
-    if root_fpu_reduction is None:
-        root_fpu_reduction = fpu_reduction
     komi = float(root_state.komi)
 
     if tree is None or not _same_position(tree.root_state, root_state):
@@ -453,11 +472,9 @@ def run_mcts(
     root_nhist = int(root_board[B_META][M_NHIST])
     slots = max(1, batch_size)
     scratch = None
-    leaf_legal = np.zeros((slots, A), np.bool_)
     max_attempts = 2 * batch_size
-    leaf_node = np.zeros(max_attempts, np.int64)
-    leaf_kind = np.zeros(max_attempts, np.int64)
-    leaf_slot = np.zeros(max_attempts, np.int64)
+    L = LeafSlots(np.zeros(max_attempts, np.int64), np.zeros(max_attempts, np.int64),
+                  np.zeros(max_attempts, np.int64), np.zeros((slots, A), np.bool_))
 
     def make_scratch():
         # a path is never longer than the number of nodes
@@ -469,41 +486,45 @@ def run_mcts(
     if not tree.node_expanded[0]:
         S = scratch.views[0]
         copy_board(S, root_board)
-        legal_mask(S, leaf_legal[0])
-        leaf_node[0] = 0
-        leaf_kind[0] = LEAF_NEW
-        leaf_slot[0] = 0
-        priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, 1, leaf_legal), A)
-        _backup(*_backup_args(tree), 1, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values)
+        legal_mask(S, L.legal[0])
+        L.node[0] = 0
+        L.kind[0] = LEAF_NEW
+        L.slot[0] = 0
+        priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, 1, L.legal), A)
+        _backup(tuple(tree.arrays), 1, tuple(L), priors, values)
 
     # Root noise (fresh each call, on the clean priors).
     if tree.raw_root_prior is not None:
         tree.children_prior[0] = tree.raw_root_prior
         tree.raw_root_prior = None
-    if dirichlet_alpha is not None and dirichlet_fraction > 0:
+    if sp.dirichlet_alpha > 0 and sp.dirichlet_fraction > 0:
         legal = tree.children_legal[0]
         idx = np.flatnonzero(legal)
-        noise = gen.dirichlet(np.full(idx.size, float(dirichlet_alpha)))
+        noise = gen.dirichlet(np.full(idx.size, float(sp.dirichlet_alpha)))
         tree.raw_root_prior = tree.children_prior[0].copy()
         p = tree.children_prior[0]
-        p[idx] = (1.0 - dirichlet_fraction) * p[idx] + dirichlet_fraction * noise
+        p[idx] = (1.0 - sp.dirichlet_fraction) * p[idx] + sp.dirichlet_fraction * noise
 
     t_end = None if max_seconds is None else time.perf_counter() + float(max_seconds)
     done = 0
     empty_priors = np.zeros((1, A), np.float32)
     empty_values = np.zeros(1, np.float32)
+    arrays = None  # tuple(tree.arrays), made again when the tree grows
+    leaf_slots = tuple(L)
     while done < num_simulations:
         want = min(batch_size, num_simulations - done)
         if tree.ensure_capacity(tree.num_nodes + max_attempts):
             scratch = make_scratch()
-        m, n_new = _select(*_tree_args(tree), root_board, *scratch.arrays, want, max_attempts,
-                           float(c_puct), float(fpu_reduction), float(root_fpu_reduction), komi,
-                           leaf_node, leaf_kind, leaf_slot, leaf_legal)
+            arrays = None
+        if arrays is None:
+            arrays = tuple(tree.arrays)
+        m, n_new = _select(arrays, root_board, scratch.arrays, want, max_attempts,
+                           float(sp.c_puct), float(sp.fpu_reduction), float(sp.root_fpu), komi, leaf_slots)
         if n_new:
-            priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, leaf_legal), A)
+            priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, L.legal), A)
         else:
             priors, values = empty_priors, empty_values
-        done += _backup(*_backup_args(tree), m, leaf_node, leaf_kind, leaf_slot, leaf_legal, priors, values)
+        done += _backup(arrays, m, leaf_slots, priors, values)
         if callback is not None and callback(tree, done):
             break
         if t_end is not None and time.perf_counter() >= t_end:
@@ -516,23 +537,5 @@ def run_mcts(
         visit_probs = (visits / total).astype(np.float32)
     else:
         visit_probs = prior.astype(np.float32) / max(float(prior.sum()), 1e-30)
-    action = _choose(visits if total > 0 else prior.astype(np.float64), prior, tree.children_legal[0],
-                     temperature, gen)
+    action = choose_move(visits, prior, tree.children_legal[0], sp.temperature_at(root_state.move_number), gen)
     return SearchOutput(action, visit_probs, tree.value(0), tree)
-
-
-def _choose(counts, prior, legal, temperature, gen) -> int:
-    if temperature <= 0:
-        best = counts.max()
-        cand = np.flatnonzero((counts == best) & legal)
-        if cand.size == 0:
-            cand = np.flatnonzero(legal)
-        return int(cand[np.argmax(prior[cand])])
-    mask = (counts > 0) & legal
-    if not mask.any():
-        mask = legal
-        counts = np.ones_like(counts)
-    logc = np.where(mask, np.log(np.maximum(counts, 1e-300)) / temperature, -np.inf)
-    p = np.exp(logc - logc.max())
-    p /= p.sum()
-    return int(gen.choice(counts.shape[0], p=p))

@@ -1,15 +1,19 @@
-"""The search's parameters in one frozen config (issue 16 item 3).
+"""The search's parameters in one frozen config (KataGo's ``SearchParams``).
 
-Defaults equal ``run_mcts``'s keyword defaults (a test holds them equal) so
-the command line, self-play and the engine can take one object instead of
-loose keywords. Flags come from ``alphalite.runtime.config.add_arguments``
-as the SL flags do from SLConfig."""
+``run_mcts(..., search_params=SearchParams(...))`` takes it, and so do the
+players built on the search (``alphalite.engine.players.MctsPlayer``,
+``selfplay.games.mcts_player``); the ``alphalite gtp`` flags are generated
+from its fields by ``alphalite.runtime.config.add_arguments``, as the SL
+flags are from SLConfig. Importing it loads neither Numba nor JAX (the GTP
+engine reads its flags before either is loaded)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
-from alphalite.runtime.config import field
+from alphalite.runtime.config import field, flag_of
 
 
 @dataclass(frozen=True)
@@ -18,29 +22,43 @@ class SearchParams:
     fpu_reduction: float = field(0.25, "first-play urgency: an unvisited child's Q is the parent's Q "
                                        "minus this times sqrt(visited prior mass)")
     root_fpu_reduction: float = field(-1.0, "FPU reduction at the root; negative: same as --fpu-reduction")
-    batch_size: int = field(8, "leaves gathered (virtual loss between them) per evaluator call")
+    batch_size: int = field(8, "leaves gathered (virtual loss between them) per evaluator call", flag="--batch")
     dirichlet_alpha: float = field(0.0, "root Dirichlet noise alpha; 0: no noise (0.03 for 19x19)")
     dirichlet_fraction: float = field(0.25, "share of the root prior replaced by the noise")
-    temperature: float = field(0.0, "move choice: 0 plays the most visited, else visits^(1/T) drawn")
-    temperature_moves: int = field(0, "the first this many moves use --temperature, the rest play greedily")
-    lam: float = field(0.5, "leaf value mix: lam * value net + (1 - lam) * rollout outcome")
+    temperature: float = field(0.0, "move choice: 0 plays the most visited (the policy engine: the most "
+                                    "probable), T > 0 draws in proportion to visits (probabilities) ** (1/T)")
+    temperature_moves: int = field(0, "only the first this many moves of a game use --temperature, the "
+                                      "rest play greedily; 0: every move")
+    lam: float = field(0.5, "leaf value = lambda * value net + (1 - lambda) * rollout (with a value net)",
+                       flag="--lambda")
 
     def __post_init__(self):
-        if self.c_puct < 0 or self.batch_size < 1 or self.temperature < 0 or self.temperature_moves < 0:
-            raise ValueError("SearchParams: c_puct, temperature and temperature_moves must be >= 0, "
-                             "batch_size >= 1")
-        if not 0.0 <= self.dirichlet_fraction <= 1.0 or not 0.0 <= self.lam <= 1.0:
-            raise ValueError("SearchParams: dirichlet_fraction and lam must be in [0, 1]")
-        if self.dirichlet_alpha < 0:
-            raise ValueError("SearchParams: dirichlet_alpha must be >= 0 (0: no noise)")
+        """ValueError naming the flag of a value no search can use."""
+        def finite(x):
+            return isinstance(x, (int, float)) and math.isfinite(x)
+
+        for name, ok, want in (
+                ("c_puct", finite(self.c_puct) and self.c_puct >= 0, ">= 0"),
+                ("fpu_reduction", finite(self.fpu_reduction), "a finite number"),
+                ("root_fpu_reduction", finite(self.root_fpu_reduction), "a finite number"),
+                ("batch_size", self.batch_size >= 1, ">= 1"),
+                ("dirichlet_alpha", finite(self.dirichlet_alpha) and self.dirichlet_alpha >= 0, ">= 0 (0: no noise)"),
+                ("dirichlet_fraction", finite(self.dirichlet_fraction) and 0 <= self.dirichlet_fraction <= 1,
+                 "in [0, 1]"),
+                ("temperature", finite(self.temperature) and self.temperature >= 0, ">= 0"),
+                ("temperature_moves", self.temperature_moves >= 0, ">= 0"),
+                ("lam", finite(self.lam) and 0 <= self.lam <= 1, "in [0, 1]")):
+            if not ok:
+                f = next(f for f in dataclasses.fields(self) if f.name == name)
+                raise ValueError(f"{flag_of(f)} must be {want}, got {getattr(self, name)!r}")
 
     @property
     def root_fpu(self) -> float:
+        """The FPU reduction at the root."""
         return self.fpu_reduction if self.root_fpu_reduction < 0 else self.root_fpu_reduction
 
-    def run_mcts_kwargs(self) -> dict:
-        """The keywords ``run_mcts`` takes today (until it takes this object)."""
-        return dict(batch_size=self.batch_size, c_puct=self.c_puct, fpu_reduction=self.fpu_reduction,
-                    root_fpu_reduction=None if self.root_fpu_reduction < 0 else self.root_fpu_reduction,
-                    dirichlet_alpha=self.dirichlet_alpha or None,
-                    dirichlet_fraction=self.dirichlet_fraction, temperature=self.temperature)
+    def temperature_at(self, move_number: int) -> float:
+        """The move-choice temperature for a move at ``move_number`` (0 = the game's first)."""
+        if self.temperature_moves and move_number >= self.temperature_moves:
+            return 0.0
+        return self.temperature

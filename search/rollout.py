@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from alphalite.go import patterns
+from alphalite.go import board, patterns
 from alphalite.go.board import B_HIST, B_META, M_NHIST, M_TOPLAY, area, copy_board, init_board, playout, zobrist_table
 
 
@@ -109,16 +109,12 @@ class RolloutScratch:
         return self.board
 
 
-def default_max_moves(size: int) -> int:
-    return 3 * size * size + 20
-
-
 def rollout_values(leaves, max_moves: int | None = None, num_rollouts: int = 1,
                    scratch: RolloutScratch | None = None) -> np.ndarray:
     """float32 [B]: rollout values of a ``search.mcts.Leaves`` batch, one
     independent LCG stream per leaf from ``leaves.seeds``."""
     if max_moves is None:
-        max_moves = default_max_moves(leaves.size)
+        max_moves = board.default_max_moves(leaves.size)
     scratch = scratch or RolloutScratch()
     out = np.zeros(len(leaves), np.float32)
     rng = np.zeros(1, np.int64)

@@ -1,4 +1,6 @@
-"""The search tree as preallocated arrays (mctx style), root at node 0.
+"""The search tree as preallocated arrays (mctx style), root at node 0:
+``TreeArrays``, a named tuple of arrays that the Numba kernels of
+``search.mcts`` take as one argument, held by ``Tree`` with the root state.
 
 ``N`` is the node capacity, ``A = size*size + 1`` the number of actions (pass
 last). Node 0 is the root; ``parents[0] == -1``.
@@ -24,62 +26,64 @@ ko and superko always come from the node's true history.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from alphalite.go import board as _board
 
 
+class TreeArrays(NamedTuple):
+    """The tree's arrays, one value the Numba kernels take whole (``N`` nodes
+    of capacity, ``A`` actions)."""
+
+    children_index: np.ndarray  # int32 [N, A]  child node, -1 = not created
+    children_prior: np.ndarray  # float32 [N, A]  masked, normalised prior (0 if illegal)
+    children_legal: np.ndarray  # bool [N, A]  legal at that node (real path, superko)
+    children_visits: np.ndarray  # int32 [N, A]
+    children_value_sum: np.ndarray  # float64 [N, A]  from the chooser's (node's) view
+    children_virtual: np.ndarray  # int32 [N, A]  virtual losses in flight (0 at rest)
+    node_visits: np.ndarray  # int32 [N]
+    node_value_sum: np.ndarray  # float64 [N]  from node_to_play's view
+    node_value: np.ndarray  # float32 [N]  the evaluation (or exact terminal value)
+    node_virtual: np.ndarray  # int32 [N]  paths in flight through the node
+    parents: np.ndarray  # int32 [N]  -1 for the root
+    action_from_parent: np.ndarray  # int32 [N]  -1 for the root
+    node_to_play: np.ndarray  # int8 [N]  +1 black, -1 white
+    node_terminal: np.ndarray  # bool [N]  two passes: scored exactly, never expanded
+    node_expanded: np.ndarray  # bool [N]  priors and legality set
+    counter: np.ndarray  # int64 [1]  nodes in use (``num_nodes``)
+
+
+# dtype and fill of each array; [N, A] for the children_*, [N] for the node
+# arrays, [1] for counter
+_LAYOUT = {"children_index": (np.int32, -1), "children_prior": (np.float32, 0),
+           "children_legal": (np.bool_, 0), "children_visits": (np.int32, 0),
+           "children_value_sum": (np.float64, 0), "children_virtual": (np.int32, 0),
+           "node_visits": (np.int32, 0), "node_value_sum": (np.float64, 0), "node_value": (np.float32, 0),
+           "node_virtual": (np.int32, 0), "parents": (np.int32, -1), "action_from_parent": (np.int32, -1),
+           "node_to_play": (np.int8, 0), "node_terminal": (np.bool_, 0), "node_expanded": (np.bool_, 0)}
+
+
+def tree_arrays(capacity: int, num_actions: int) -> TreeArrays:
+    """Empty arrays for ``capacity`` nodes (counter 0)."""
+    arrays = [np.full((capacity, num_actions) if name.startswith("children_") else capacity, fill, dtype)
+              for name, (dtype, fill) in _LAYOUT.items()]
+    return TreeArrays(*arrays, np.zeros(1, np.int64))
+
+
 class Tree:
-    """Array-based PUCT tree. Fields (``N`` nodes of capacity, ``A`` actions)::
-
-        children_index      int32   [N, A]  child node, -1 = not created
-        children_prior      float32 [N, A]  masked, normalised prior (0 if illegal)
-        children_legal      bool    [N, A]  legal at that node (real path, superko)
-        children_visits     int32   [N, A]
-        children_value_sum  float64 [N, A]  from the chooser's (node's) view
-        children_virtual    int32   [N, A]  virtual losses in flight (0 at rest)
-        node_visits         int32   [N]
-        node_value_sum      float64 [N]     from node_to_play's view
-        node_value          float32 [N]     the evaluation (or exact terminal value)
-        node_virtual        int32   [N]     paths in flight through the node
-        parents             int32   [N]     -1 for the root
-        action_from_parent  int32   [N]     -1 for the root
-        node_to_play        int8    [N]     +1 black, -1 white
-        node_terminal       bool    [N]     two passes: scored exactly, never expanded
-        node_expanded       bool    [N]     priors and legality set
-        counter             int64   [1]     nodes in use (``num_nodes``)
-
-    ``root_state`` is the ``GoState`` at node 0. ``raw_root_prior`` holds the
-    root priors before Dirichlet noise (None when no noise was applied).
+    """Array-based PUCT tree: ``arrays`` (``TreeArrays``, whose fields are
+    also read as attributes: ``tree.children_visits``), ``root_state`` the
+    ``GoState`` at node 0, ``raw_root_prior`` the root priors before
+    Dirichlet noise (None when no noise was applied).
     """
-
-    ARRAYS2 = ("children_index", "children_prior", "children_legal", "children_visits",
-               "children_value_sum", "children_virtual")
-    ARRAYS1 = ("node_visits", "node_value_sum", "node_value", "node_virtual", "parents",
-               "action_from_parent", "node_to_play", "node_terminal", "node_expanded")
 
     def __init__(self, root_state, capacity: int):
         self.root_state = root_state
         self.num_actions = root_state.size * root_state.size + 1
         self.raw_root_prior = None
-        cap = max(int(capacity), 1)
-        A = self.num_actions
-        self.children_index = np.full((cap, A), -1, np.int32)
-        self.children_prior = np.zeros((cap, A), np.float32)
-        self.children_legal = np.zeros((cap, A), np.bool_)
-        self.children_visits = np.zeros((cap, A), np.int32)
-        self.children_value_sum = np.zeros((cap, A), np.float64)
-        self.children_virtual = np.zeros((cap, A), np.int32)
-        self.node_visits = np.zeros(cap, np.int32)
-        self.node_value_sum = np.zeros(cap, np.float64)
-        self.node_value = np.zeros(cap, np.float32)
-        self.node_virtual = np.zeros(cap, np.int32)
-        self.parents = np.full(cap, -1, np.int32)
-        self.action_from_parent = np.full(cap, -1, np.int32)
-        self.node_to_play = np.zeros(cap, np.int8)
-        self.node_terminal = np.zeros(cap, np.bool_)
-        self.node_expanded = np.zeros(cap, np.bool_)
-        self.counter = np.zeros(1, np.int64)
+        self.arrays = tree_arrays(max(int(capacity), 1), self.num_actions)
         # The root exists from the start (not yet expanded).
         self.counter[0] = 1
         self.node_to_play[0] = root_state.to_play
@@ -104,13 +108,10 @@ class Tree:
         cap = self.capacity
         if need <= cap:
             return False
-        new = max(need, 2 * cap)
-        for name in self.ARRAYS2 + self.ARRAYS1:
-            old = getattr(self, name)
-            fill = -1 if name in ("children_index", "parents", "action_from_parent") else 0
-            arr = np.full((new,) + old.shape[1:], fill, old.dtype)
-            arr[:cap] = old
-            setattr(self, name, arr)
+        grown = tree_arrays(max(need, 2 * cap), self.num_actions)
+        for old, new in zip(self.arrays, grown):
+            new[: old.shape[0]] = old
+        self.arrays = grown
         return True
 
     # ------------------------------------------------------------ stats
@@ -127,12 +128,12 @@ class Tree:
         return float(self.node_value_sum[node] / v) if v else 0.0
 
     def principal_variation(self, node: int = 0, max_len: int = 32) -> list[int]:
-        """Most-visited line from ``node`` (flat moves)."""
+        """Most-visited line from ``node`` (flat moves; ties as ``choose_move``)."""
         pv = []
         while len(pv) < max_len and self.node_expanded[node]:
             visits = self.children_visits[node]
-            a = int(np.argmax(visits))
-            if visits[a] == 0:
+            a = choose_move(visits, self.children_prior[node], self.children_legal[node])
+            if a < 0 or visits[a] == 0:
                 break
             pv.append(a)
             node = int(self.children_index[node, a])
@@ -184,6 +185,32 @@ class Tree:
                 assert not (self.children_visits[node] > 0)[~self.children_legal[node]].any()
 
 
+def choose_move(visits, prior, allowed, temperature: float = 0.0, gen=None) -> int:
+    """The move to play after a search, among the ``allowed`` ones (bool
+    ``[A]``): at temperature 0 the most visited (ties: the higher prior,
+    then the lower index); at ``T > 0`` drawn with probability proportional
+    to ``visits ** (1 / T)`` (``gen``: a numpy Generator). If no allowed
+    move has a visit the prior stands in for the visits, and if no allowed
+    move has prior either, every allowed move counts one. -1 if nothing is
+    allowed. The one rule of the search, the players and self-play."""
+    allowed = np.asarray(allowed, np.bool_)
+    if not allowed.any():
+        return -1
+    prior = np.asarray(prior, np.float64)
+    counts = np.where(allowed, np.asarray(visits, np.float64), 0.0)
+    if not (counts > 0).any():
+        counts = np.where(allowed, np.maximum(prior, 0.0), 0.0)
+        if not (counts > 0).any():
+            counts = allowed.astype(np.float64)
+    if temperature <= 0:
+        cand = np.flatnonzero(counts == counts.max())
+        return int(cand[np.argmax(prior[cand])])
+    mask = counts > 0
+    logc = np.where(mask, np.log(np.where(mask, counts, 1.0)) / temperature, -np.inf)
+    p = np.exp(logc - logc.max())
+    return int(gen.choice(counts.shape[0], p=p / p.sum()))
+
+
 def _subtree_nodes(children_index: np.ndarray, root: int) -> np.ndarray:
     """Nodes of the subtree under ``root`` in BFS order (root first)."""
     parts = [np.array([root], np.int64)]
@@ -214,12 +241,15 @@ def advance(tree: Tree, action: int) -> Tree:
     remap[nodes] = np.arange(k)
     ci = tree.children_index[nodes]
     new.children_index[:k] = np.where(ci >= 0, remap[ci], -1)
-    for name in ("children_prior", "children_legal", "children_visits", "children_value_sum",
-                 "node_visits", "node_value_sum", "node_value", "action_from_parent", "node_to_play",
-                 "node_terminal", "node_expanded"):
-        getattr(new, name)[:k] = getattr(tree, name)[nodes]
+    for name in _LAYOUT:  # at rest: no virtual loss to carry
+        if name not in ("children_index", "parents"):
+            getattr(new, name)[:k] = getattr(tree, name)[nodes]
     new.parents[:k] = remap[tree.parents[nodes]]
     new.parents[0] = -1
     new.action_from_parent[0] = -1
     new.counter[0] = k
     return new
+
+
+for _name in TreeArrays._fields:  # tree.children_visits is tree.arrays.children_visits
+    setattr(Tree, _name, property(lambda self, _n=_name: getattr(self.arrays, _n)))

@@ -7,8 +7,8 @@ is to move, on a batch padded to a fixed size (JAX compiles once per net
 shape). Moves are sampled from the masked softmax of the policy at a
 temperature (0 = argmax).
 
-Moves a player may choose (``candidates_into``, the rule of the GTP
-players): legal, not a true one-point eye of its own (``board.is_eye``) and,
+Moves a player may choose (``board.candidates_into``, the rule of the GTP
+players too): legal, not a true one-point eye of its own (``board.is_eye``) and,
 once the opponent has a stone on the board, not inside its own Tromp-Taylor
 territory. Pass is allowed only when nothing else is (``allow_pass=True``
 lets the net pass whenever it likes). ``no_self_atari=True`` also removes
@@ -31,10 +31,9 @@ import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import board, sgf
-from alphalite.go.board import B_COLOR, B_HEAD, B_LIBS, B_META, EMPTY, M_PASSES, M_SIZE, M_TOPLAY
+from alphalite.go.board import B_META, M_PASSES, candidates, candidates_into
 
 
 @dataclasses.dataclass
@@ -82,73 +81,6 @@ class Positions:
     mask: np.ndarray
     moves: np.ndarray
     game: np.ndarray
-
-
-def default_max_moves(size: int) -> int:
-    return 2 * size * size + 20
-
-
-# ---------------------------------------------------------------- masks
-
-
-@njit(cache=True)
-def candidates_into(B, own, out, allow_pass, no_self_atari=False):
-    """Fill bool ``out[size*size+1]`` with the moves the player to move may
-    choose (module docstring); ``own`` is int8 [size*size] scratch."""
-    board.legal_mask(B, out)
-    meta = B[B_META]
-    color = B[B_COLOR]
-    size = meta[M_SIZE]
-    n2 = size * size
-    if meta[M_PASSES] >= 2:
-        return
-    W = size + 2
-    stone = meta[M_TOPLAY]
-    has_opp = False
-    for r in range(size):
-        for c in range(size):
-            if color[(r + 1) * W + c + 1] == -stone:
-                has_opp = True
-                break
-        if has_opp:
-            break
-    if has_opp:
-        board.owners_into(B, own)
-    some = False
-    for r in range(size):
-        for c in range(size):
-            m = r * size + c
-            if not out[m]:
-                continue
-            p = (r + 1) * W + c + 1
-            if board.is_eye(color, p, stone, W) \
-                    or (has_opp and color[p] == EMPTY and own[m] == stone and not _saves(B, p, stone, W)) \
-                    or (no_self_atari and board.is_self_atari(B, p, stone, False)):
-                out[m] = False
-            else:
-                some = True
-    out[n2] = allow_pass or not some
-
-
-@njit(cache=True, inline="always")
-def _saves(B, p, stone, W):
-    """Whether ``stone`` at ``p`` saves a group of its in atari (the group
-    then has more than one liberty): a point of one's own territory that
-    must not be left out."""
-    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
-    for q in (p - W, p + W, p - 1, p + 1):
-        if color[q] == stone and libs[head[q]] == 1:
-            return not board.is_self_atari(B, p, stone, False)
-    return False
-
-
-def candidates(state: board.GoState, allow_pass: bool = False, no_self_atari: bool = False) -> np.ndarray:
-    """bool [A] of ``candidates_into`` for a GoState."""
-    out = np.zeros(state.size * state.size + 1, np.bool_)
-    own = np.zeros(state.size * state.size, np.int8)
-    b = state.copy_tuple()  # owners_into touches the scratch marks
-    candidates_into(b, own, out, allow_pass, no_self_atari)
-    return out
 
 
 # ---------------------------------------------------------------- network
@@ -239,7 +171,7 @@ def play_policy_games(
             raise ValueError(f"player {p.name} is a {p.model.size}x{p.model.size} net, the games are {size}x{size}")
     black = np.asarray(black, np.int64)
     white = np.asarray(white, np.int64)
-    max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
+    max_moves = board.default_max_moves(size) if max_moves is None else int(max_moves)
     A = size * size + 1
     states = [board.new_game(size, komi) for _ in range(n_games)]
     boards = [s.copy_tuple(extra_history=max_moves + 1) for s in states]
@@ -316,21 +248,21 @@ def play_policy_games(
 # ---------------------------------------------------------------- MCTS games
 
 
-def mcts_player(model, variables, *, preset: str = "default", visits: int = 64, batch_size: int = 8,
-                value_model=None, value_variables=None, lam: float = 0.0):
+def mcts_player(model, variables, *, preset: str = "default", visits: int = 64, search_params=None,
+                value_model=None, value_variables=None):
     """A ``players.MctsPlayer`` over a policy net: network priors; leaf values
-    from random rollouts (no value net) or ``lam * value + (1 - lam) * rollout``."""
+    from random rollouts (no value net) or ``lam * value + (1 - lam) *
+    rollout`` (``search_params.lam``; ``search.params.SearchParams``, None:
+    the defaults)."""
     from alphalite.engine.players import MctsPlayer
-    from search.evaluators import mix_rollouts, network_evaluator, policy_value_fn
+    from search.evaluators import net_evaluator, policy_value_fn
+    from search.params import SearchParams
 
-    net_fn = policy_value_fn(model, value_model)
-    evaluate = network_evaluator(net_fn, preset=preset, pad_to=batch_size)
-    if value_model is None:
-        evaluate = mix_rollouts(evaluate, lam=0.0)
-    elif lam < 1.0:
-        evaluate = mix_rollouts(evaluate, lam=lam)
+    sp = SearchParams() if search_params is None else search_params
+    evaluate = net_evaluator(policy_value_fn(model, value_model), has_value=value_model is not None, lam=sp.lam,
+                             preset=preset, pad_to=sp.batch_size)
     params = {"policy": variables, "value": value_variables or {}}
-    return MctsPlayer(evaluate, params, visits=visits, batch_size=batch_size)
+    return MctsPlayer(evaluate, params, visits=visits, search_params=sp)
 
 
 def play_mcts_games(
@@ -342,7 +274,6 @@ def play_mcts_games(
     rng: np.random.Generator,
     *,
     names: tuple[str, str] = ("mcts", "mcts"),
-    temperature_moves: int = 0,
     max_moves: int | None = None,
     stop: Callable[[], bool] | None = None,
     progress: Callable[[int], None] | None = None,
@@ -350,11 +281,14 @@ def play_mcts_games(
     """``n_games`` games between two ``players.MctsPlayer`` (the same object
     for self-play), one after another, the tree reused between moves. Only
     candidate moves (``candidates``) are played; pass only when there is
-    none. For the first ``temperature_moves`` moves the move is drawn in
-    proportion to the root visits (variety); after that the most visited
-    candidate is played. ``stop()`` polled between moves: the game in
+    none. The move is ``search.tree.choose_move`` among the candidates at
+    the mover's ``search_params.temperature_at`` the move number (e.g.
+    ``temperature=1, temperature_moves=30``: drawn in proportion to the
+    root visits early on for variety, the most visited after). ``stop()`` polled between moves: the game in
     progress is dropped."""
-    max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
+    from search.tree import choose_move
+
+    max_moves = board.default_max_moves(size) if max_moves is None else int(max_moves)
     games = []
     for g in range(n_games):
         black_player.forget()
@@ -366,20 +300,11 @@ def play_mcts_games(
                 return games
             me = black_player if state.to_play == 1 else white_player
             cand = candidates(state)
-            if cand[:-1].any():
+            cand[-1] = False
+            if cand.any():
                 out = me.run(state, rng)
-                visits = np.where(cand, out.tree.children_visits[0], 0).astype(np.float64)
-                visits[-1] = 0.0
-                if visits.sum() <= 0:  # the search spent nothing on a candidate
-                    visits = np.where(cand, out.tree.children_prior[0], 0).astype(np.float64)
-                    visits[-1] = 0.0
-                if visits.sum() <= 0:
-                    visits = cand.astype(np.float64)
-                    visits[-1] = 0.0
-                if len(played) < temperature_moves:
-                    move = int(rng.choice(visits.shape[0], p=visits / visits.sum()))
-                else:
-                    move = int(np.argmax(visits))
+                move = choose_move(out.tree.children_visits[0], out.tree.children_prior[0], cand,
+                                   me.search_params.temperature_at(len(played)), rng)
             else:
                 move = size * size
             state = board.play(state, move)

@@ -75,7 +75,8 @@ class RLConfig:
     eval_games: int = field(64, "games per win-rate measurement (even; half as Black)")
     eval_temperature: float = field(1.0, "sampling temperature in evaluation games (0 = argmax)")
     komi: float = field(7.5, "komi of every game")
-    max_moves: int = field(0, "move cap per game (0 = 2*size*size+20); capped games are scored as they stand")
+    max_moves: int = field(0, "move cap per game (0 = 3*size*size+20, board.default_max_moves); capped games are "
+                              "scored as they stand")
     keep_games: bool = field(True, "write the training games as npz records + SGF under games/")
     max_minutes: float = field(0.0, "stop after this many minutes (0 = no limit)")
     seed: int = field(0, "seed of games and sampling")

@@ -76,12 +76,12 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
     ``moves`` int16 [T], ``random_move`` U, ``score`` (black - white -
     komi), ``ended``. ``stop()`` is polled between move steps; when it
     returns True, the games already finished are returned."""
-    from selfplay.games import default_max_moves, policy_moves
+    from selfplay.games import policy_moves
 
     size = sl["size"]
     if rl["size"] != size:
         raise ValueError("SL and RL policies are for different board sizes")
-    max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
+    max_moves = board.default_max_moves(size) if max_moves is None else int(max_moves)
     A = size * size + 1
     U = rng.integers(0, u_max + 1, n_games)
     boards = [board.new_game(size, komi).copy_tuple(extra_history=max_moves + 1) for _ in range(n_games)]

@@ -739,6 +739,34 @@ def test_candidates_without_opponent_stones():
     assert not cand[0] and cand[4] and cand[8]  # A3 is a one-point eye
 
 
+def test_search_flags_are_search_params_and_reach_the_search():
+    """The search's flags of ``alphalite gtp`` are SearchParams' fields,
+    generated from it, and a ``--c-puct`` given on the command line reaches
+    the selection: more exploration spreads the root visits wider."""
+    import argparse
+    import dataclasses
+
+    from alphalite import cli
+    from search.params import SearchParams
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["gtp"]
+    group = next(g for g in sub._action_groups if g.title.startswith("search"))
+    assert [a.dest for a in group._group_actions] == [f.name for f in dataclasses.fields(SearchParams)]
+    spread = []
+    for c in ("0.05", "50"):
+        args = parser.parse_args(["gtp", "--engine", "mcts", "--checkpoint", "none", "--value-checkpoint", "none",
+                                  "--size", "5", "--c-puct", c, "--batch", "4", "--lambda", "0.3"])
+        cfg = gtp.config_from_args(args)
+        assert cfg.search == SearchParams(c_puct=float(c), batch_size=4, lam=0.3)
+        eng = gtp.Engine(cfg, log=lambda m: None, warmup=False)
+        player = eng._player()
+        assert player.search_params is cfg.search
+        out = player.run(eng.state, np.random.default_rng(0), max_visits=200)
+        spread.append(int((out.tree.children_visits[0] > 0).sum()))
+    assert spread[0] < spread[1], spread
+
+
 def test_tree_reuse_counts_against_the_clock():
     """Regression: advancing a large reused tree (0.7 s for 66k nodes on
     19x19) ran before the timed search and overshot byo-yomi budgets."""
@@ -746,7 +774,7 @@ def test_tree_reuse_counts_against_the_clock():
     from alphalite.engine import players
     from search.evaluators import rollout_evaluator
 
-    p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(9)), visits=10**6, batch_size=8)
+    p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(9)), visits=10**6)
     st = board.new_game(9, 7.5)
     p.run(st, np.random.default_rng(0), max_visits=64)
     slow = p._reused_tree

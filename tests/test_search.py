@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,7 @@ from search.evaluators import (
     value_evaluator,
 )
 from search.mcts import Leaves
+from search.params import SearchParams
 from search.rollout import RolloutScratch, rollout_value
 
 # Black to play: one move (C1) captures seven white stones. With komi 12.5
@@ -81,7 +84,7 @@ def test_finds_the_winning_capture(batch_size):
         return p
 
     out = run_mcts(None, rng(), s, value_evaluator(sign_area, prior), num_simulations=120,
-                   batch_size=batch_size)
+                   search_params=SearchParams(batch_size=batch_size))
     assert out.action == CAPTURE_MOVE
     assert out.visit_probs[CAPTURE_MOVE] == out.visit_probs.max()
     assert out.root_value > (0.3 if batch_size < 32 else 0.0)  # 4 rounds of 32: virtual loss spreads
@@ -91,7 +94,7 @@ def test_finds_the_winning_capture(batch_size):
 
 def test_rollouts_find_the_winning_capture():
     s = board.parse_diagram(CAPTURE, komi=12.5)
-    out = run_mcts(None, rng(1), s, rollout_evaluator(), num_simulations=100, batch_size=8)
+    out = run_mcts(None, rng(1), s, rollout_evaluator(), num_simulations=100, search_params=SearchParams(batch_size=8))
     assert out.action == CAPTURE_MOVE
     assert out.root_value > 0.3
 
@@ -104,8 +107,8 @@ def test_follows_the_value_functions_preference(point):
         good = board.stones(st)[point] == board.BLACK
         return (1.0 if good else -1.0) * st.to_play
 
-    out = run_mcts(None, rng(), board.new_game(5, 0.5), value_evaluator(likes_point),
-                   num_simulations=150, batch_size=8)
+    out = run_mcts(None, rng(), board.new_game(5, 0.5), value_evaluator(likes_point), num_simulations=150,
+                   search_params=SearchParams(batch_size=8))
     assert out.action == liked
     assert out.visit_probs[liked] > 0.5
     assert out.root_value > 0.5
@@ -114,7 +117,8 @@ def test_follows_the_value_functions_preference(point):
 @pytest.mark.parametrize("batch_size", [1, 8, 32])
 def test_visits_and_values_add_up(batch_size):
     s = board.play(board.new_game(5, 0.5), 12)
-    out = run_mcts(None, rng(3), s, rollout_evaluator(), num_simulations=200, batch_size=batch_size)
+    out = run_mcts(None, rng(3), s, rollout_evaluator(), num_simulations=200,
+                   search_params=SearchParams(batch_size=batch_size))
     t = out.tree
     t.check()  # parent/child visit and value sums, no virtual loss left
     assert t.node_visits[0] == 201
@@ -134,14 +138,15 @@ def test_visits_and_values_add_up(batch_size):
 
 def test_reuse_keeps_the_right_subtree():
     s = board.new_game(5, 0.5)
-    out = run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=300, batch_size=8)
+    out = run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=300, search_params=SearchParams(batch_size=8))
     t = out.tree
     a = out.action
     c = int(t.children_index[0, a])
     b = int(np.argmax(t.children_visits[c]))  # the reply we will pretend the opponent plays
     g = int(t.children_index[c, b])
-    old_child = {k: getattr(t, k)[c].copy() for k in t.ARRAYS2 + ("node_visits", "node_value_sum")}
-    old_grand = {k: getattr(t, k)[g].copy() for k in t.ARRAYS2 + ("node_visits", "node_value_sum")}
+    kept = [k for k in t.arrays._fields if k.startswith("children_")] + ["node_visits", "node_value_sum"]
+    old_child = {k: getattr(t, k)[c].copy() for k in kept}
+    old_grand = {k: getattr(t, k)[g].copy() for k in kept}
     size_before = len(np.flatnonzero(_subtree_mask(t, c)))
 
     t1 = advance(t, a)
@@ -165,7 +170,8 @@ def test_reuse_keeps_the_right_subtree():
 
     # searching on adds exactly num_simulations visits to the kept statistics
     before = int(t2.node_visits[0])
-    out2 = run_mcts(None, rng(), s2, rollout_evaluator(), num_simulations=50, batch_size=8, tree=t2)
+    out2 = run_mcts(None, rng(), s2, rollout_evaluator(), num_simulations=50, tree=t2,
+                    search_params=SearchParams(batch_size=8))
     assert out2.tree is t2
     assert t2.node_visits[0] == before + 50
     t2.check()
@@ -173,8 +179,8 @@ def test_reuse_keeps_the_right_subtree():
 
     # a tree for another position is not reused
     other = board.play(board.play(s, a), (b + 1) % 25 if (b + 1) % 25 != a else (b + 2) % 25)
-    out3 = run_mcts(None, rng(), other, rollout_evaluator(), num_simulations=10, batch_size=4,
-                    tree=advance(t1, b))
+    out3 = run_mcts(None, rng(), other, rollout_evaluator(), num_simulations=10, tree=advance(t1, b),
+                    search_params=SearchParams(batch_size=4))
     assert out3.tree.node_visits[0] == 11
 
 
@@ -190,7 +196,7 @@ def _subtree_mask(t, root):
 
 def test_advance_to_an_unexpanded_child_gives_a_fresh_tree():
     s = board.new_game(5, 0.5)
-    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=3, batch_size=1)
+    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=3, search_params=SearchParams(batch_size=1))
     unvisited = int(np.flatnonzero(out.tree.children_visits[0] == 0)[0])
     t = advance(out.tree, unvisited)
     assert t.num_nodes == 1 and not t.node_expanded[0]
@@ -205,7 +211,7 @@ def test_terminal_positions_scored_exactly():
     s = board.parse_diagram(CAPTURE, komi=0.5, to_play=board.WHITE)
     s = board.play(s, 25)  # white passes, black to play
     assert s.to_play == board.BLACK and s.passes == 1
-    out = run_mcts(None, rng(), s, uniform_evaluator(0.0), num_simulations=60, batch_size=8)
+    out = run_mcts(None, rng(), s, uniform_evaluator(0.0), num_simulations=60, search_params=SearchParams(batch_size=8))
     t = out.tree
     p = int(t.children_index[0, 25])
     assert t.node_terminal[p] and not t.node_expanded[p]
@@ -217,7 +223,8 @@ def test_terminal_positions_scored_exactly():
     # Behind if the game ended now (komi 12.5): the search does not pass,
     # it captures.
     s = board.play(board.parse_diagram(CAPTURE, komi=12.5, to_play=board.WHITE), 25)
-    out = run_mcts(None, rng(), s, value_evaluator(sign_area), num_simulations=60, batch_size=8)
+    out = run_mcts(None, rng(), s, value_evaluator(sign_area), num_simulations=60,
+                   search_params=SearchParams(batch_size=8))
     assert out.action == CAPTURE_MOVE
     p = int(out.tree.children_index[0, 25])
     if p >= 0:
@@ -243,14 +250,16 @@ def test_illegal_moves_never_chosen_suicide_ko_superko():
         return (1.0 if st_[1, 1] == board.WHITE or st_[0, 0] == board.WHITE else -1.0) * -st.to_play
 
     for bs in (1, 8, 32):
-        out = run_mcts(None, rng(bs), s, rollout_evaluator(), num_simulations=300, batch_size=bs)
+        out = run_mcts(None, rng(bs), s, rollout_evaluator(), num_simulations=300,
+                       search_params=SearchParams(batch_size=bs))
         t = out.tree
         assert out.action not in (ko, suicide)
         assert t.children_visits[0, ko] == 0 and t.children_visits[0, suicide] == 0
         assert not t.children_legal[0, ko] and not t.children_legal[0, suicide]
         assert out.visit_probs[ko] == 0 and out.visit_probs[suicide] == 0
         check_tree_against_board(s, t)  # superko: legality from each node's real path
-    out = run_mcts(None, rng(), s, value_evaluator(loves_illegal), num_simulations=100, batch_size=8)
+    out = run_mcts(None, rng(), s, value_evaluator(loves_illegal), num_simulations=100,
+                   search_params=SearchParams(batch_size=8))
     assert out.action not in (ko, suicide)
     check_tree_against_board(s, out.tree)
 
@@ -259,7 +268,7 @@ def test_superko_inside_the_tree():
     # Deep search on a ko fight: nodes that would repeat a position of their
     # own path (not just the last one) must have the move masked.
     s = board.parse_diagram(KO, komi=0.5)
-    out = run_mcts(None, rng(7), s, rollout_evaluator(), num_simulations=600, batch_size=8)
+    out = run_mcts(None, rng(7), s, rollout_evaluator(), num_simulations=600, search_params=SearchParams(batch_size=8))
     t = out.tree
     check_tree_against_board(s, t)
     # every path is free of repeated positions
@@ -278,9 +287,9 @@ def test_superko_inside_the_tree():
 
 def test_dirichlet_noise_changes_root_priors():
     s = board.parse_diagram(KO, komi=0.5)
-    out0 = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=64, batch_size=8)
-    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=64, batch_size=8,
-                   dirichlet_alpha=0.3, dirichlet_fraction=0.25)
+    out0 = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=64, search_params=SearchParams(batch_size=8))
+    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=64,
+                   search_params=SearchParams(batch_size=8, dirichlet_alpha=0.3, dirichlet_fraction=0.25))
     t = out.tree
     raw = t.raw_root_prior
     np.testing.assert_allclose(raw, out0.tree.children_prior[0])
@@ -291,23 +300,24 @@ def test_dirichlet_noise_changes_root_priors():
     np.testing.assert_allclose(out.visit_probs.sum(), 1.0, rtol=1e-6)
     assert (out.visit_probs[~legal] == 0).all()
     # noise is fresh on each call, and the clean priors are what it is mixed into
-    out2 = run_mcts(None, rng(9), s, uniform_evaluator(), num_simulations=8, batch_size=8, tree=t,
-                    dirichlet_alpha=0.3)
+    out2 = run_mcts(None, rng(9), s, uniform_evaluator(), num_simulations=8, tree=t,
+                    search_params=SearchParams(batch_size=8, dirichlet_alpha=0.3))
     np.testing.assert_allclose(out2.tree.raw_root_prior, raw)
-    out3 = run_mcts(None, rng(9), s, uniform_evaluator(), num_simulations=8, batch_size=8, tree=t)
+    out3 = run_mcts(None, rng(9), s, uniform_evaluator(), num_simulations=8, tree=t,
+                    search_params=SearchParams(batch_size=8))
     assert out3.tree.raw_root_prior is None
     np.testing.assert_allclose(out3.tree.children_prior[0], raw)
 
 
 def test_temperature():
     s = board.new_game(4, 0.5)
-    out = run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=100, batch_size=8)
+    out = run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=100, search_params=SearchParams(batch_size=8))
     visits = out.tree.children_visits[0]
     assert visits[out.action] == visits.max()
     chosen = set()
     for seed in range(20):
-        o = run_mcts(None, rng(seed), s, uniform_evaluator(), num_simulations=40, batch_size=8,
-                     temperature=1.0)
+        o = run_mcts(None, rng(seed), s, uniform_evaluator(), num_simulations=40,
+                     search_params=SearchParams(batch_size=8, temperature=1.0))
         assert o.tree.children_visits[0, o.action] > 0
         chosen.add(o.action)
     assert len(chosen) > 1
@@ -323,7 +333,7 @@ def test_temperature():
 
 def test_deterministic_for_a_fixed_rng():
     s = board.new_game(5, 0.5)
-    kw = dict(num_simulations=120, batch_size=8, dirichlet_alpha=0.5, temperature=1.0)
+    kw = dict(num_simulations=120, search_params=SearchParams(batch_size=8, dirichlet_alpha=0.5, temperature=1.0))
     a = run_mcts(None, rng(42), s, rollout_evaluator(), **kw)
     b = run_mcts(None, rng(42), s, rollout_evaluator(), **kw)
     c = run_mcts(None, rng(43), s, rollout_evaluator(), **kw)
@@ -349,7 +359,7 @@ def test_leaves_contract():
         # raw, unnormalised weights with mass on illegal points are fine
         return np.ones((len(leaves), 17)) * 3.0, np.zeros(len(leaves))
 
-    out = run_mcts("params", rng(), s, evaluate, num_simulations=30, batch_size=4)
+    out = run_mcts("params", rng(), s, evaluate, num_simulations=30, search_params=SearchParams(batch_size=4))
     assert seen[0] == 1 and max(seen) <= 4
     p = out.tree.children_prior[0]
     legal = out.tree.children_legal[0]
@@ -394,7 +404,7 @@ def test_network_evaluator_pads_and_masks():
 
     ev = network_evaluator(net_fn, preset="default", pad_to=8)
     s = board.play(board.parse_diagram(KO, komi=0.5), coords.to_flat(1, 2, 4))
-    out = run_mcts(0.0, rng(), s, ev, num_simulations=20, batch_size=8)
+    out = run_mcts(0.0, rng(), s, ev, num_simulations=20, search_params=SearchParams(batch_size=8))
     assert all(shape == (8, 4, 4, 17) for shape in calls)
     assert out.tree.node_value[0] == pytest.approx(0.25)
     legal = out.tree.children_legal[0]
@@ -428,7 +438,7 @@ def test_network_evaluator_random_symmetry_maps_policy_back():
         others = np.setdiff1d(np.arange(25), nbrs + [6])
         assert (p[others] < p.max() / 5).all()
         np.testing.assert_allclose(p.sum(), 1.0, rtol=1e-6)
-    out = run_mcts(None, rng(), s, ev, num_simulations=16, batch_size=4)
+    out = run_mcts(None, rng(), s, ev, num_simulations=16, search_params=SearchParams(batch_size=4))
     assert out.tree.children_prior[0].argmax() in nbrs
 
 
@@ -440,11 +450,13 @@ def test_callback_and_time_limit_stop_the_search():
         seen.append(done)
         return done >= 24
 
-    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=200, batch_size=8, callback=cb)
+    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=200, callback=cb,
+                   search_params=SearchParams(batch_size=8))
     assert seen == [8, 16, 24]
     assert out.tree.node_visits[0] == 25
     out.tree.check()
-    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=10**6, batch_size=8, max_seconds=0.0)
+    out = run_mcts(None, rng(), s, uniform_evaluator(), num_simulations=10**6, max_seconds=0.0,
+                   search_params=SearchParams(batch_size=8))
     assert out.tree.node_visits[0] == 9
     np.testing.assert_allclose(out.visit_probs.sum(), 1.0, rtol=1e-6)
 
@@ -462,7 +474,7 @@ def test_collisions_on_a_tiny_tree(batch_size):
         sizes.append(len(leaves))
         return inner(params, leaves)
 
-    out = run_mcts(None, rng(), s, evaluate, num_simulations=150, batch_size=batch_size)
+    out = run_mcts(None, rng(), s, evaluate, num_simulations=150, search_params=SearchParams(batch_size=batch_size))
     t = out.tree
     t.check()
     assert t.node_visits[0] == 151
@@ -472,46 +484,74 @@ def test_collisions_on_a_tiny_tree(batch_size):
     check_tree_against_board(s, t)
 
 
-def test_search_params_defaults_match_run_mcts_and_flags_build_it():
+def test_search_params_flags_build_it_and_name_the_flag_in_errors():
     import argparse
-    import inspect
+    import dataclasses
 
     from alphalite.runtime import config
-    from search.params import SearchParams
 
-    sig = inspect.signature(run_mcts).parameters
-    kw = SearchParams().run_mcts_kwargs()
-    for name, value in kw.items():
-        assert sig[name].default == value, name
     p = argparse.ArgumentParser()
     config.add_arguments(p, SearchParams)
-    sp = config.from_args(SearchParams, p.parse_args(["--c-puct", "2.5", "--root-fpu-reduction", "0"]))
-    assert sp.c_puct == 2.5 and sp.root_fpu == 0.0 and sp.fpu_reduction == 0.25
+    sp = config.from_args(SearchParams, p.parse_args(["--c-puct", "2.5", "--root-fpu-reduction", "0",
+                                                      "--lambda", "0.25", "--batch", "3"]))
+    assert (sp.c_puct, sp.root_fpu, sp.fpu_reduction, sp.lam, sp.batch_size) == (2.5, 0.0, 0.25, 0.25, 3)
     assert SearchParams().root_fpu == 0.25
-    with pytest.raises(ValueError):
-        SearchParams(lam=1.5)
-    with pytest.raises(ValueError):
-        SearchParams(batch_size=0)
+    assert {a.dest for a in p._actions} - {"help"} == {f.name for f in dataclasses.fields(SearchParams)}
+    for kw, msg in ((dict(lam=1.5), "--lambda must be in [0, 1], got 1.5"),
+                    (dict(batch_size=0), "--batch must be >= 1"),
+                    (dict(temperature=float("nan")), "--temperature must be >= 0"),
+                    (dict(c_puct=-1.0), "--c-puct must be >= 0")):
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            SearchParams(**kw)
+
+
+def test_temperature_applies_to_the_first_moves_only():
+    assert SearchParams(temperature=1.0).temperature_at(300) == 1.0  # 0: every move
+    sp = SearchParams(temperature=1.0, temperature_moves=4)
+    assert [sp.temperature_at(m) for m in (0, 3, 4, 9)] == [1.0, 1.0, 0.0, 0.0]
+    # run_mcts draws its move at the root's move number: late in the game, greedy
+    s = board.new_game(5, 0.5)
+    for k in range(5):
+        s = board.play(s, [0, 24, 4, 20, 12][k])
+    picks = {run_mcts(None, rng(i), s, uniform_evaluator(), num_simulations=30, search_params=sp).action
+             for i in range(6)}
+    assert len(picks) == 1
+    early = {run_mcts(None, rng(i), board.new_game(5, 0.5), uniform_evaluator(), num_simulations=30,
+                      search_params=sp).action for i in range(6)}
+    assert len(early) > 1
+
+
+def test_c_puct_reaches_the_selection():
+    """More exploration spreads the root visits over more moves."""
+    s = board.new_game(5, 0.5)
+    spread = []
+    for c in (0.05, 50.0):
+        out = run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=200,
+                       search_params=SearchParams(c_puct=c))
+        spread.append(int((out.tree.children_visits[0] > 0).sum()))
+    assert spread[0] < spread[1]
 
 
 def _one_node(prior, visits, value_sum, virtual=None, node_visits=0, node_value_sum=0.0, legal=None):
     """A one-node tree (node 0) in the kernel's dtypes, for pinning _pick."""
-    A = len(prior)
-    cp = np.array([prior], np.float32)
-    cl = np.array([legal if legal is not None else [True] * A], np.bool_)
-    cv = np.array([visits], np.int32)
-    cw = np.array([value_sum], np.float64)
-    cvl = np.array([virtual if virtual is not None else [0] * A], np.int32)
-    nvl = np.array([sum(virtual or [0])], np.int32)
-    nv = np.array([node_visits], np.int32)
-    nw = np.array([node_value_sum], np.float64)
-    return cp, cl, cv, cw, cvl, nv, nw, nvl
+    from search.tree import tree_arrays
+
+    T = tree_arrays(1, len(prior))
+    T.children_prior[0] = prior
+    T.children_legal[0] = legal if legal is not None else True
+    T.children_visits[0] = visits
+    T.children_value_sum[0] = value_sum
+    T.children_virtual[0] = virtual if virtual is not None else 0
+    T.node_virtual[0] = sum(virtual or [0])
+    T.node_visits[0] = node_visits
+    T.node_value_sum[0] = node_value_sum
+    return T
 
 
 def _pick0(tree, c_puct=1.5, fpu_reduction=0.25):
     from search.mcts import _pick
 
-    return int(_pick(0, *tree, c_puct, fpu_reduction))
+    return int(_pick(tree, 0, c_puct, fpu_reduction))
 
 
 def test_puct_pick_pinned_by_hand():

@@ -10,6 +10,7 @@ import pytest
 from alphalite.go import board, sgf
 
 from alphalite.nn import nets
+from search.params import SearchParams
 from selfplay import games as sp
 from selfplay import records
 
@@ -112,8 +113,9 @@ def test_candidates_can_leave_out_self_atari():
 
 def test_mcts_selfplay_games_finish_legally(tiny):
     model, a, _ = tiny
-    player = sp.mcts_player(model, a, visits=8, batch_size=4)
-    games = sp.play_mcts_games(player, player, 2, 5, 7.5, np.random.default_rng(0), temperature_moves=4)
+    player = sp.mcts_player(model, a, visits=8,
+                            search_params=SearchParams(batch_size=4, temperature=1.0, temperature_moves=4))
+    games = sp.play_mcts_games(player, player, 2, 5, 7.5, np.random.default_rng(0))
     assert len(games) == 2
     for game in games:
         s = _replay(game)
@@ -180,3 +182,47 @@ def test_territory_filter_never_drops_the_move_that_saves_a_group():
         . . . . . . . . .""", to_play=bd.WHITE)
     assert players.owners(safe)[d9] == bd.WHITE
     assert not players.candidate_moves(safe)[d9] and not sp.candidates(safe)[d9]
+
+
+def test_one_candidate_rule_for_the_engine_and_self_play():
+    """The engine's candidate moves are self-play's (one kernel,
+    ``board.candidates_into``), for either colour, on random positions
+    (one-colour ones too: no territory yet, only own true eyes left out)
+    and after two passes (the engine resumes)."""
+    from alphalite.engine import players
+
+    rng = np.random.default_rng(5)
+    checked = 0
+    for g in range(60):
+        n = (5, 7, 9)[g % 3]
+        st = board.new_game(n, 7.5)
+        for _ in range(int(rng.integers(0, n * n))):
+            legal = np.flatnonzero(board.legal_moves(st)[:-1])
+            m = int(rng.choice(legal)) if legal.size else n * n
+            col = board.BLACK if g % 2 else st.to_play  # odd games: black stones only
+            if board.is_legal(board.with_to_play(st, col), m):
+                st = board.play(st, m, col)
+        for col in (board.BLACK, board.WHITE):
+            eng = players.candidate_moves(st, col)
+            sp_ = sp.candidates(players.resume(board.with_to_play(st, col)))
+            assert not eng[-1] and (eng[:-1] == sp_[:-1]).all()
+            checked += 1
+    assert checked == 120
+    # a corner point of black's: a true eye, and once white takes the
+    # diagonal a false one, still left out as black's own territory
+    eye = board.parse_diagram("""
+        . X . . .
+        X X . . .
+        . . . . .
+        . . . . .
+        . . . . .""")
+    assert not players.candidate_moves(eye)[0]
+    false_eye = board.parse_diagram("""
+        . X . . .
+        X O . . .
+        . . . . .
+        . . . . .
+        . . . . .""")
+    assert board.is_legal(false_eye, 0) and not players.candidate_moves(false_eye)[0]
+    over = board.play(board.play(board.new_game(5, 7.5), 25), 25)
+    assert over.is_over and players.candidate_moves(over)[:-1].sum() == 25

@@ -623,7 +623,6 @@ def _expand_chunk(size, superko, zob, move_off, moves, colors, setup_off, setup_
     """Replay each game of a chunk once; at every move whose ``slot`` >= 0,
     store the position before it (colours, meta, legal mask) in that slot.
     Returns the number of positions stored."""
-    W = size + 2
     G = move_off.shape[0] - 1
     stored = 0
     hist_cap = 2 * size * size + 64
@@ -637,18 +636,10 @@ def _expand_chunk(size, superko, zob, move_off, moves, colors, setup_off, setup_
         s0 = setup_off[g]
         s1 = setup_off[g + 1]
         if s1 > s0:
-            for i in range(s0, s1):
-                m = setup_pts[i]
-                r = m // size
-                color[(r + 1) * W + (m - r * size) + 1] = setup_cols[i]
-            meta[board.M_NHIST] = 0
-            B[board.B_BLOOM][:] = 0
-            board.rebuild(B)
+            board.set_up(B, setup_pts[s0:s1], setup_cols[s0:s1])
         for i in range(a, b):
             stone = colors[i]
-            if stone != meta[board.M_TOPLAY]:
-                meta[board.M_TOPLAY] = stone
-                meta[board.M_KO] = -1
+            board.set_to_play(B, stone)
             s = slot[i]
             if s >= 0:
                 snap_color[s, :] = color
@@ -664,23 +655,12 @@ def _encode_batch(size, preset_id, zob, snap_color, snap_meta, legal, smove, src
                   planes_out, legal_out, moves_out, out0):
     """Encode snapshots ``src[j]`` into rows ``out0 + j`` with symmetry ``syms[j]``."""
     B = board.init_board(size, False, False, zob, 1)
-    color = B[board.B_COLOR]
-    meta = B[board.B_META]
     tmp = np.zeros(planes_out.shape[1:], np.float32)
     A = size * size + 1
     for j in range(src.shape[0]):
         s = src[j]
         k = syms[j]
-        color[:] = snap_color[s]
-        meta[board.M_NHIST] = 0
-        board.rebuild(B)
-        gen = meta[board.M_GEN]
-        nempty = meta[board.M_NEMPTY]
-        meta[:] = snap_meta[s]
-        meta[board.M_GEN] = gen
-        meta[board.M_NEMPTY] = nempty
-        meta[board.M_SUPERKO] = 0
-        meta[board.M_NHIST] = 0
+        board.restore(B, snap_color[s], snap_meta[s])
         o = out0 + j
         if k == 0:
             features.encode_into(B, preset_id, planes_out[o])

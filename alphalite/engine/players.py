@@ -5,8 +5,9 @@ Players (``genmove(state, candidates, budget, rng, callback) -> Decision``):
 * ``RandomPlayer``: uniform over the candidate moves (legal, not filling an
   own eye or own territory); passes when there is none.
 * ``PolicyPlayer``: masked softmax of a policy net; argmax, or sampling with
-  ``temperature > 0``. With a value net its winrate is the net's value of
-  the position it moves in, so it can resign; without one it never does.
+  ``SearchParams.temperature > 0``. With a value net its winrate is the
+  net's value of the position it moves in, so it can resign; without one it
+  never does.
 * ``MctsPlayer``: ``search.run_mcts`` with any evaluator (policy priors +
   Numba rollout values, a value net mixed in with ``lambda``, or uniform
   priors + rollouts), searched in growing chunks so a time budget, a visit
@@ -24,11 +25,10 @@ Judgement (no GNU Go needed):
   analysis commands' score estimate).
 * ``dead_stones``: stones whose point ends owned by the opponent in most
   playouts; ``final_score``: Tromp-Taylor area after removing them, with komi.
-* ``own_territory``: empty points whose region reaches only one colour's
-  stones (Tromp-Taylor territory); ``candidate_moves`` leaves those and
-  one-point eyes out, so no player fills its own territory (while the
-  opponent has no stone on the board, only one-point eyes: nothing is
-  territory yet).
+* ``candidate_moves``: ``board.candidates_into`` (the self-play rule too)
+  for a GTP position: no own one-point eye, nothing inside own Tromp-Taylor
+  territory (while the opponent has no stone on the board, only eyes:
+  nothing is territory yet).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from alphalite.go import board, coords, patterns
-from alphalite.go.board import B_META, BLACK, EMPTY, M_SIZE, WHITE
+from alphalite.go import board, patterns
+from alphalite.go.board import B_META, BLACK, M_SIZE, WHITE
 
 
 # ---------------------------------------------------------------- ownership
@@ -85,7 +85,7 @@ def playout_outcomes(state: board.GoState, num_playouts: int = 64, seed: int = 0
     final Tromp-Taylor area, black minus white minus komi. ``policy``: a
     pattern rollout policy (``search.rollout.PatternPolicy``) plays the
     playouts; None: uniform random ones."""
-    from search.rollout import RolloutScratch, default_max_moves
+    from search.rollout import RolloutScratch
 
     n = state.size
     num_playouts = max(int(num_playouts), 0)
@@ -94,7 +94,7 @@ def playout_outcomes(state: board.GoState, num_playouts: int = 64, seed: int = 0
     margins = np.zeros(num_playouts, np.float64)
     if num_playouts == 0:
         return black, white, margins
-    max_moves = default_max_moves(n)
+    max_moves = board.default_max_moves(n)
     b = state.board_tuple
     if state.is_over:  # playouts stop at two passes: start from a resumable copy
         b = resume(state).board_tuple
@@ -134,7 +134,7 @@ def resume(state: board.GoState) -> board.GoState:
     if not state.is_over:
         return state
     b = state.copy_tuple()
-    b[B_META][board.M_PASSES] = 0
+    board.clear_passes(b)
     return board.GoState(state.size, state.komi, state.superko, state.suicide, b)
 
 
@@ -142,55 +142,15 @@ def resume(state: board.GoState) -> board.GoState:
 
 
 def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarray:
-    """bool [size*size+1]: legal points for ``color`` (default: to play) that
-    are neither a one-point eye of that colour nor inside its Tromp-Taylor
-    territory; pass is False. All False: nothing useful is left to play."""
-    n = state.size
+    """bool [size*size+1]: the moves ``color`` (default: to play) may choose
+    by ``board.candidates_into`` (legal, no own true eye, nothing inside its
+    own territory unless it saves a group in atari), after two passes too;
+    pass is False. All False: nothing useful is left to play."""
     if color is not None:
         state = board.with_to_play(state, color)
-    stone = state.to_play
-    legal = board.legal_moves(resume(state))
-    stones = board.stones(state).ravel()
-    cand = legal.copy()
-    cand[n * n] = False
-    if (stones == -stone).any():
-        # Own Tromp-Taylor territory is left out, but never the last liberty
-        # of an own group: filling it there saves the group (a self-play
-        # game passed with four stones in atari whose liberty lay inside).
-        own = owners(state)
-        cand[: n * n] &= ~((stones == EMPTY) & (own == stone) & ~_saving_points(state, stone))
-    else:
-        # No opponent stone on the board (our first move, handicap stones,
-        # a GUI asking the same colour twice): every empty region "reaches
-        # only our colour", but none of it is territory yet. Only leave out
-        # one-point eyes.
-        cand[: n * n] &= ~_own_eyes(state, stone)
+    cand = board.candidates(resume(state))
+    cand[-1] = False
     return cand
-
-
-def _saving_points(state: board.GoState, stone: int) -> np.ndarray:
-    """bool [size*size]: empty points next to a ``stone`` group in atari
-    where ``stone`` leaves that group more than one liberty."""
-    n = state.size
-    atari = np.zeros((n + 2, n + 2), bool)
-    atari[1:-1, 1:-1] = (board.stones(state) == stone) & (board.liberties(state) == 1)
-    near = (atari[:-2, 1:-1] | atari[2:, 1:-1] | atari[1:-1, :-2] | atari[1:-1, 2:]).ravel()
-    out = near & (board.stones(state).ravel() == EMPTY)
-    b = state.copy_tuple()
-    for m in np.flatnonzero(out):
-        out[m] = not board.is_self_atari(b, coords.to_padded(int(m), n), stone, False)
-    return out
-
-
-def _own_eyes(state: board.GoState, stone: int) -> np.ndarray:
-    """bool [size*size]: empty points whose on-board neighbours are all ``stone``."""
-    n = state.size
-    s = board.stones(state)
-    pad = np.full((n + 2, n + 2), stone, np.int8)
-    pad[1:-1, 1:-1] = s
-    eye = (s == EMPTY) & (pad[:-2, 1:-1] == stone) & (pad[2:, 1:-1] == stone) \
-        & (pad[1:-1, :-2] == stone) & (pad[1:-1, 2:] == stone)
-    return eye.ravel()
 
 
 def last_was_pass(state: board.GoState) -> bool:
@@ -310,9 +270,12 @@ class PolicyPlayer:
     name = "policy"
     has_prior = True
 
-    def __init__(self, net: PolicyNet, temperature: float = 0.0):
+    def __init__(self, net: PolicyNet, search_params=None):
+        from search.params import SearchParams
+
         self.net = net
-        self.temperature = float(temperature)
+        # only its temperature and temperature_moves: the move choice
+        self.search_params = SearchParams() if search_params is None else search_params
 
     def prior(self, state) -> np.ndarray:
         return self.net.priors(state)
@@ -329,8 +292,9 @@ class PolicyPlayer:
         p = np.where(candidates, p, 0.0)
         if p.sum() <= 0:
             p = candidates.astype(np.float64)
-        if self.temperature > 0:
-            logp = np.where(p > 0, np.log(np.maximum(p, 1e-300)) / self.temperature, -np.inf)
+        temperature = self.search_params.temperature_at(state.move_number)
+        if temperature > 0:
+            logp = np.where(p > 0, np.log(np.maximum(p, 1e-300)) / temperature, -np.inf)
             q = np.exp(logp - logp.max())
             move = int(rng.choice(p.shape[0], p=q / q.sum()))
         else:
@@ -342,12 +306,15 @@ class PolicyPlayer:
 
 
 def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: float | None = None,
-           batch_size: int = 8, tree=None, callback: Callable | None = None):
+           search_params=None, tree=None, callback: Callable | None = None):
     """``run_mcts`` in growing chunks (the tree doubles as it needs), so a
     large visit cap costs no memory up front. Stops at ``max_visits`` new
     visits, after ``max_seconds``, or when ``callback(tree, visits)`` returns
-    True. Returns the last SearchOutput."""
-    from search import run_mcts
+    True. ``search_params``: ``search.params.SearchParams`` (None: the
+    defaults). Returns the last SearchOutput."""
+    from search.mcts import DEFAULT_PARAMS, run_mcts
+
+    search_params = DEFAULT_PARAMS if search_params is None else search_params
 
     t_end = None if max_seconds is None else time.perf_counter() + max(float(max_seconds), 0.0)
     done = 0
@@ -364,8 +331,8 @@ def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: flo
             return callback is not None and bool(callback(t, base + n))
 
         left = None if t_end is None else max(t_end - time.perf_counter(), 0.0)
-        out = run_mcts(params, rng, state, evaluate_fn, num_simulations=chunk, batch_size=batch_size,
-                       tree=tree, max_seconds=left, callback=cb)
+        out = run_mcts(params, rng, state, evaluate_fn, num_simulations=chunk,
+                       search_params=search_params, tree=tree, max_seconds=left, callback=cb)
         tree = out.tree
         done += last[0]
         stopped = chunk == 0 or last[0] < chunk and (t_end is None or time.perf_counter() < t_end)
@@ -416,12 +383,14 @@ class MctsPlayer:
     name = "mcts"
     has_prior = False
 
-    def __init__(self, evaluate_fn, params=None, *, visits: int | None = None, batch_size: int = 8,
+    def __init__(self, evaluate_fn, params=None, *, visits: int | None = None, search_params=None,
                  prior_fn: Callable | None = None, label: str = "mcts"):
+        from search.params import SearchParams
+
         self.evaluate_fn = evaluate_fn
-        self.params = params
+        self.params = params  # the network's, passed to evaluate_fn
         self.visits = None if visits is None else int(visits)
-        self.batch_size = int(batch_size)
+        self.search_params = SearchParams() if search_params is None else search_params
         self.prior_fn = prior_fn
         self.label = label
         self.tree = None
@@ -470,7 +439,7 @@ class MctsPlayer:
         if max_seconds is not None:
             max_seconds = max(max_seconds - (time.perf_counter() - t0), 0.0)
         out = search(state, self.evaluate_fn, self.params, rng, max_visits=visits, max_seconds=max_seconds,
-                     batch_size=self.batch_size, tree=tree, callback=callback)
+                     search_params=self.search_params, tree=tree, callback=callback)
         self.tree = out.tree
         return out
 
@@ -482,15 +451,20 @@ class MctsPlayer:
         out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback)
         tree = out.tree
         visits = tree.children_visits[0]
-        move, note = settle(state, int(out.action), visits, tree.children_prior[0], candidates)
+        move, note = settle(state, int(out.action), visits, tree.children_prior[0], candidates,
+                            self.search_params.temperature_at(state.move_number), rng)
         return Decision(move, winrate=0.5 * (out.root_value + 1.0), visits=int(visits.sum()),
                         analysis=tree.root_analysis(), note=note)
 
 
-def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: np.ndarray) -> tuple[int, str]:
+def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: np.ndarray,
+           temperature: float = 0.0, rng=None) -> tuple[int, str]:
     """A search's move checked against the candidate rule: no pass in the
-    opening, no move that fills own territory (the most visited allowed
-    move instead, else the best prior). Returns (move, note)."""
+    opening, no move that fills own territory (instead ``choose_move``
+    among the allowed moves: by visits, else by prior, never a pass then).
+    Returns (move, note)."""
+    from search.tree import choose_move
+
     n2 = state.size * state.size
     note = ""
     allowed = candidates.copy()
@@ -499,14 +473,10 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
         allowed[n2] = False  # ... but not in the opening
         note = "no pass in the opening"
     if not allowed[move]:
-        masked = np.where(allowed, visits, -1)
-        best = int(np.argmax(masked))
-        if masked[best] > 0:
-            move = best
-        elif candidates[:-1].any():
-            move = int(np.argmax(np.where(candidates, prior, -1)))
-        else:
-            move = n2
+        if not (visits > 0)[allowed].any():  # by prior: among the candidates, never a pass
+            allowed = candidates
+        move = choose_move(visits, prior, allowed, temperature, rng)
+        move = n2 if move < 0 else move
         note = note or "search move fills own territory"
     return move, note
 

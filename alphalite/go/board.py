@@ -596,6 +596,61 @@ def rebuild(B):
 
 
 @njit(cache=True)
+def set_up(B, points, colors):
+    """Put ``colors[i]`` (+1, -1, 0) on flat point ``points[i]`` of a fresh
+    board (SGF AB/AW, handicap): the setup starts the position, so the
+    superko history restarts from it. Returns ``rebuild``'s count of groups
+    without liberties (0: a valid setup)."""
+    color = B[B_COLOR]
+    size = B[B_META][M_SIZE]
+    W = size + 2
+    for i in range(points.shape[0]):
+        m = points[i]
+        r = m // size
+        color[(r + 1) * W + (m - r * size) + 1] = colors[i]
+    B[B_META][M_NHIST] = 0
+    B[B_BLOOM][:] = 0
+    return rebuild(B)
+
+
+@njit(cache=True)
+def restore(B, color, meta):
+    """Make ``B`` the position stored as ``color`` and ``meta`` (a snapshot
+    of those two arrays of a board of the same size): groups rebuilt from
+    the colours; side to move, ko, passes, captures and last moves from the
+    snapshot; no superko history (superko off)."""
+    B[B_COLOR][:] = color
+    m = B[B_META]
+    m[M_NHIST] = 0
+    rebuild(B)
+    gen = m[M_GEN]
+    nempty = m[M_NEMPTY]
+    m[:] = meta
+    m[M_GEN] = gen
+    m[M_NEMPTY] = nempty
+    m[M_SUPERKO] = 0
+    m[M_NHIST] = 0
+
+
+@njit(cache=True)
+def set_to_play(B, stone):
+    """Make ``stone`` the player to move (GTP and SGF let either side move).
+    A ko ban binds only the player who was next, so a change of side lifts
+    it; the superko history stays."""
+    meta = B[B_META]
+    if meta[M_TOPLAY] != stone:
+        meta[M_TOPLAY] = stone
+        meta[M_KO] = -1
+
+
+@njit(cache=True)
+def clear_passes(B):
+    """Forget the consecutive passes, so that play goes on after two (GUIs
+    continue games after a dispute)."""
+    B[B_META][M_PASSES] = 0
+
+
+@njit(cache=True)
 def play_flat(B, move, stone):
     """Check and play a flat move (pass = size*size); returns the reason code."""
     meta = B[B_META]
@@ -832,6 +887,74 @@ def is_self_atari(B, p, stone, lone_ok):
 
 
 @njit(cache=True)
+def candidates_into(B, own, out, allow_pass, no_self_atari=False):
+    """Fill bool ``out[size*size+1]`` with the moves the player to move may
+    choose (the rule of every player: GTP, self-play, value data): legal, not
+    a true one-point eye of its own (``is_eye``) and, once the opponent has a
+    stone on the board, not inside its own Tromp-Taylor territory unless it
+    saves an own group in atari (a self-play game passed with four stones in
+    atari whose liberty lay inside). Pass only when nothing else is, or with
+    ``allow_pass``. ``no_self_atari`` also leaves out moves that leave the
+    mover's group one liberty (``is_self_atari``). ``own`` is int8
+    [size*size] scratch; ``B``'s scratch marks are touched (``owners_into``)."""
+    legal_mask(B, out)
+    meta = B[B_META]
+    color = B[B_COLOR]
+    size = meta[M_SIZE]
+    n2 = size * size
+    if meta[M_PASSES] >= 2:
+        return
+    W = size + 2
+    stone = meta[M_TOPLAY]
+    has_opp = False
+    for r in range(size):
+        for c in range(size):
+            if color[(r + 1) * W + c + 1] == -stone:
+                has_opp = True
+                break
+        if has_opp:
+            break
+    if has_opp:
+        owners_into(B, own)
+    some = False
+    for r in range(size):
+        for c in range(size):
+            m = r * size + c
+            if not out[m]:
+                continue
+            p = (r + 1) * W + c + 1
+            if is_eye(color, p, stone, W) \
+                    or (has_opp and color[p] == EMPTY and own[m] == stone and not _saves(B, p, stone, W)) \
+                    or (no_self_atari and is_self_atari(B, p, stone, False)):
+                out[m] = False
+            else:
+                some = True
+    out[n2] = allow_pass or not some
+
+
+@njit(cache=True, inline="always")
+def _saves(B, p, stone, W):
+    """Whether ``stone`` at ``p`` saves a group of its in atari (the group
+    then has more than one liberty): a point of one's own territory that
+    must not be left out."""
+    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
+    for q in (p - W, p + W, p - 1, p + 1):
+        if color[q] == stone and libs[head[q]] == 1:
+            return not is_self_atari(B, p, stone, False)
+    return False
+
+
+def candidates(state: GoState, allow_pass: bool = False, no_self_atari: bool = False) -> np.ndarray:
+    """bool [A] of ``candidates_into`` for a GoState."""
+    out = np.zeros(state.size * state.size + 1, np.bool_)
+    own = np.zeros(state.size * state.size, np.int8)
+    b = state.copy_tuple()  # owners_into touches the scratch marks
+    candidates_into(b, own, out, allow_pass, no_self_atari)
+    return out
+
+
+
+@njit(cache=True)
 def playout(B, rng, max_moves):
     """Random play to the end: uniform over legal moves that do not fill the
     mover's own eyes; pass only when there is none. Returns moves played
@@ -972,6 +1095,13 @@ class GoState:
         return render(self)
 
 
+def default_max_moves(size: int) -> int:
+    """Moves a game or a playout may last before it is scored as it stands
+    (self-play, rollouts, ownership playouts): a random playout with no eye
+    filling ends well before it, a superko cycle does not end at all."""
+    return 3 * size * size + 20
+
+
 def new_game(size: int = 19, komi: float = 7.5, *, superko: bool = True, suicide: bool = False) -> GoState:
     coords.check_size(size)
     b = init_board(size, superko, suicide, zobrist_table(), 2 * size * size + 16)
@@ -1060,13 +1190,10 @@ def from_stones(board, *, komi: float = 7.5, to_play: int = BLACK, superko: bool
     if not np.isin(board, (EMPTY, BLACK, WHITE)).all():
         raise ValueError("board values must be +1, -1 or 0")
     b = init_board(size, superko, suicide, zobrist_table(), 2 * size * size + 16)
-    color = b[B_COLOR].reshape(size + 2, size + 2)
-    color[1:-1, 1:-1] = board
-    b[B_META][M_NHIST] = 0
-    b[B_BLOOM][:] = 0
-    if rebuild(b):
+    flat = board.astype(np.int8).ravel()
+    if set_up(b, np.arange(size * size, dtype=np.int64), flat):
         raise ValueError("setup leaves a group without liberties")
-    b[B_META][M_TOPLAY] = to_play
+    set_to_play(b, to_play)
     return GoState(size, komi, superko, suicide, b)
 
 
@@ -1098,8 +1225,7 @@ def with_to_play(state: GoState, color: int) -> GoState:
     if state.to_play == color:
         return state
     b = state.copy_tuple()
-    b[B_META][M_TOPLAY] = color
-    b[B_META][M_KO] = -1
+    set_to_play(b, color)
     return GoState(state.size, state.komi, state.superko, state.suicide, b)
 
 

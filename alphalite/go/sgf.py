@@ -302,25 +302,15 @@ def replay_moves(size, setup_points, setup_colors, moves, colors, superko, suici
     and the reason is board.GAME_OVER.
     """
     B = board.init_board(size, superko, suicide, zob, 2 * moves.shape[0] + 16)
-    color = B[board.B_COLOR]
     meta = B[board.B_META]
-    W = size + 2
     if setup_points.shape[0] > 0:
-        for i in range(setup_points.shape[0]):
-            m = setup_points[i]
-            r = m // size
-            color[(r + 1) * W + (m - r * size) + 1] = setup_colors[i]
-        meta[board.M_NHIST] = 0
-        B[board.B_BLOOM][:] = 0
-        if board.rebuild(B) != 0:
+        if board.set_up(B, setup_points, setup_colors) != 0:
             return 0, -1  # a setup group without liberties
     for i in range(moves.shape[0]):
         if meta[board.M_PASSES] >= 2:
             return i, board.GAME_OVER
         stone = colors[i]
-        if stone != meta[board.M_TOPLAY]:
-            meta[board.M_TOPLAY] = stone
-            meta[board.M_KO] = -1  # a ko ban binds only the player who is next
+        board.set_to_play(B, stone)
         why = board.play_flat(B, moves[i], stone)
         if why != board.LEGAL:
             return i, why

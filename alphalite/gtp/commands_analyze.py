@@ -135,7 +135,7 @@ class AnalyzeCommands:
             prior_fn = p.prior if getattr(p, "has_prior", False) else None
             ev = rollout_evaluator(None if prior_fn is None else
                                    (lambda params, leaves: _batch_priors(prior_fn, leaves)))
-            self._players[key] = players.MctsPlayer(ev, visits=self.config.visits, batch_size=self.config.batch,
+            self._players[key] = players.MctsPlayer(ev, visits=self.config.visits, search_params=self.config.search,
                                                     prior_fn=prior_fn, label="analysis")
         return self._players[key]
 

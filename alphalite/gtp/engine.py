@@ -28,7 +28,9 @@ warm engine. A move's time counts from the arrival of its ``genmove`` line.
 
 Players (``--engine``): ``random``, ``policy`` (policy net; argmax or
 sampling), ``mcts`` (PUCT with policy priors and rollout values, a value net
-mixed in with ``--lambda``); nets: see ``session``. Time control, resigning,
+mixed in with ``--lambda``); the search's flags (``--c-puct``, ``--batch``,
+``--lambda``, ``--temperature`` ...) are ``search.params.SearchParams``'s
+fields; nets: see ``session``. Time control, resigning,
 passing and scoring: see ``alphalite.engine.timecontrol``,
 ``alphalite.engine.decisions`` and ``alphalite.engine.players``.
 """
@@ -48,6 +50,7 @@ from alphalite.gtp.commands_sgf import SgfCommands
 from alphalite.gtp.commands_time import TimeCommands
 from alphalite.gtp.protocol import Dispatcher, serve
 from alphalite.gtp.session import NAME, EngineConfig, Session
+from search.params import SearchParams
 
 
 class Engine(CoreCommands, TimeCommands, ScoreCommands, SgfCommands, AnalyzeCommands, Session, Dispatcher):
@@ -69,11 +72,12 @@ def config_from_args(args) -> EngineConfig:
     def net(word):
         return None if word is None or word.lower() == "none" else word
 
+    from alphalite.runtime import config
+
     return EngineConfig(engine=args.engine, checkpoint=net(args.checkpoint),
-                        value_checkpoint=net(args.value_checkpoint), lam=args.lam, visits=args.visits,
-                        max_time=args.max_time,
-                        lag_buffer=args.lag_buffer, batch=args.batch, inference=args.inference,
-                        temperature=args.temperature,
+                        value_checkpoint=net(args.value_checkpoint), visits=args.visits,
+                        max_time=args.max_time, lag_buffer=args.lag_buffer, inference=args.inference,
+                        search=config.from_args(SearchParams, args),
                         resign_threshold=args.resign_threshold, resign_moves=args.resign_moves,
                         resign=not args.no_resign, komi=args.komi, size=args.size, seed=args.seed,
                         score_playouts=args.score_playouts, tree_policy=args.tree_policy,

@@ -11,8 +11,9 @@ read, and a wrong one stops the engine. A net only plays the board size it
 was trained on; on a size with no net the engine plays rollout MCTS with a
 knowledge-free line prior (``players.line_prior``) and says so once.
 
-Only the standard library is imported at module level, so ``name`` and
-``protocol_version`` are answered before Numba or JAX are loaded.
+Only the standard library (and ``search.params``, plain dataclasses) is
+imported at module level, so ``name`` and ``protocol_version`` are answered
+before Numba or JAX are loaded.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from importlib import metadata
 
 from alphalite.gtp.protocol import GtpFailure
+from search.params import SearchParams
 
 NAME = "alphalite"
 VERSION = metadata.version("alphalite")  # pyproject.toml's, as installed
@@ -41,13 +43,10 @@ class EngineConfig:
     # value net, the same forms (AUTO: the shipped one when the policy net is AUTO, else none); mcts mixes
     # it with rollouts by lam, policy resigns by it
     value_checkpoint: str | None = None
-    lam: float = 0.5  # leaf value = lam * value net + (1 - lam) * rollout (with a value net)
     visits: int | None = None  # mcts visits per move, a cap; None: players.DEFAULT_VISITS without a clock, none with one
     max_time: float | None = None  # seconds a move may take at most, with or without a clock (KataGo's maxTime)
     lag_buffer: float = 0.2  # seconds kept back per move under a clock for pipes and scheduling (KataGo's lagBuffer)
-    batch: int = 8  # leaves per network call
     inference: str = "auto"  # the nets' runtime: auto (ONNX Runtime on the CPU, JAX on a GPU) | jax | onnx
-    temperature: float = 0.0  # policy engine: 0 = argmax, > 0 samples p ** (1 / T)
     resign_threshold: float = 0.1  # winrate below which a move counts towards resigning
     resign_moves: int = 3  # consecutive such moves before resigning
     resign: bool = True
@@ -58,6 +57,8 @@ class EngineConfig:
     superko: bool = True
     tree_policy: str = "tree19"  # apv: pattern tree policy (a shipped name or a folder)
     rollout_policy: str = "rollout19"  # apv: pattern rollout policy
+    # c_puct, FPU, leaf batch, noise, lambda (value net and rollouts), temperature (the policy engine's too)
+    search: SearchParams = SearchParams()
 
     def __post_init__(self):
         """ValueError naming the flag for a value no game can be played with."""
@@ -69,13 +70,10 @@ class EngineConfig:
                 (self.inference in ("auto", "jax", "onnx"), "inference", "auto, jax or onnx", self.inference),
                 (isinstance(self.size, int) and 2 <= self.size <= 25, "size", "in 2..25", self.size),
                 (finite(self.komi), "komi", "a finite number", self.komi),
-                (finite(self.lam) and 0 <= self.lam <= 1, "lambda", "in [0, 1]", self.lam),
                 (self.visits is None or self.visits >= 1, "visits", ">= 1", self.visits),
                 (self.max_time is None or finite(self.max_time) and self.max_time > 0, "max-time", "> 0",
                  self.max_time),
                 (finite(self.lag_buffer) and self.lag_buffer >= 0, "lag-buffer", ">= 0", self.lag_buffer),
-                (self.batch >= 1, "batch", ">= 1", self.batch),
-                (finite(self.temperature) and self.temperature >= 0, "temperature", ">= 0", self.temperature),
                 (finite(self.resign_threshold) and 0 <= self.resign_threshold <= 1, "resign-threshold",
                  "in [0, 1]", self.resign_threshold),
                 (self.resign_moves >= 1, "resign-moves", ">= 1", self.resign_moves),
@@ -301,7 +299,6 @@ class Session:
     def _apv_player(self, net):
         from alphalite.engine import players
         from alphalite.nn import checkpoint
-        from search.params import SearchParams
         from search.rollout import PatternPolicy
 
         cfg = self.config
@@ -310,7 +307,7 @@ class Session:
         except checkpoint.CheckpointError as e:
             self.log(f"{NAME}: cannot load the pattern policies: {e}")
             raise GtpFailure("cannot load the pattern policies") from None
-        return players.ApvPlayer(net, tree, roll, SearchParams(lam=cfg.lam), visits=cfg.visits)
+        return players.ApvPlayer(net, tree, roll, cfg.search, visits=cfg.visits)
 
     def _player(self):
         """The move chooser for the current board size."""
@@ -326,15 +323,15 @@ class Session:
             net = self._load()
             if net is not None:
                 if cfg.engine == "policy":
-                    p = players.PolicyPlayer(net, cfg.temperature)
+                    p = players.PolicyPlayer(net, cfg.search)
                 elif cfg.engine == "apv":
                     p = self._apv_player(net)
                 else:
-                    from search.evaluators import mix_rollouts, network_evaluator
+                    from search.evaluators import net_evaluator
 
-                    lam = cfg.lam if net.value_model is not None else 0.0
-                    ev = mix_rollouts(network_evaluator(net.net_fn, preset=net.preset, pad_to=cfg.batch), lam)
-                    p = players.MctsPlayer(ev, net.params, visits=cfg.visits, batch_size=cfg.batch,
+                    ev = net_evaluator(net.net_fn, has_value=net.value_model is not None, lam=cfg.search.lam,
+                                       preset=net.preset, pad_to=cfg.search.batch_size)
+                    p = players.MctsPlayer(ev, net.params, visits=cfg.visits, search_params=cfg.search,
                                            prior_fn=net.priors, label="mcts")
             else:
                 sizes = ", ".join(f"{n}x{n}" for n in sorted(self._nets)) or "none (--checkpoint none)"
@@ -343,6 +340,6 @@ class Session:
                 from search.evaluators import rollout_evaluator
 
                 p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(size)), visits=cfg.visits,
-                                       batch_size=cfg.batch, label="rollout-mcts")
+                                       search_params=cfg.search, label="rollout-mcts")
         self._players[size] = p
         return p

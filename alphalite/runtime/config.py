@@ -15,8 +15,15 @@ import typing
 from pathlib import Path
 
 
-def field(default, help: str, choices=None):
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+def field(default, help: str, choices=None, flag: str | None = None):
+    """A config field; ``flag`` names its option where ``--name-with-dashes``
+    will not do (``lam`` is ``--lambda``: ``lambda`` is a Python keyword)."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices, "flag": flag})
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    """The command-line option of field ``f``."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
 
 
 def _types(cls) -> dict:
@@ -27,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls) -> None:
     hints = _types(cls)
     for f in dataclasses.fields(cls):
         t = hints[f.name]
-        flag = "--" + f.name.replace("_", "-")
+        flag = flag_of(f)
         help_ = (f.metadata.get("help", "") + f" (default: {f.default})").replace("%", "%%")
         if t is bool:
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,

@@ -28,15 +28,7 @@ def _start(size, zob, setup_off, setup_pts, setup_cols, g, hist_cap):
     B = board.init_board(size, True, False, zob, hist_cap)
     s0, s1 = setup_off[g], setup_off[g + 1]
     if s1 > s0:
-        W = size + 2
-        color = B[board.B_COLOR]
-        for i in range(s0, s1):
-            m = setup_pts[i]
-            r = m // size
-            color[(r + 1) * W + (m - r * size) + 1] = setup_cols[i]
-        B[board.B_META][board.M_NHIST] = 0
-        B[board.B_BLOOM][:] = 0
-        board.rebuild(B)
+        board.set_up(B, setup_pts[s0:s1], setup_cols[s0:s1])
     return B
 
 
@@ -68,9 +60,7 @@ def _games(size, zob, move_off, moves, colors, setup_off, setup_pts, setup_cols,
         color = B[board.B_COLOR]
         for i in range(a, b):
             stone = colors[i]
-            if stone != meta[board.M_TOPLAY]:
-                meta[board.M_TOPLAY] = stone
-                meta[board.M_KO] = -1
+            board.set_to_play(B, stone)
             mv = moves[i]
             if out_moves.shape[0] > 0:
                 out_moves[i - a] = -1
