@@ -128,9 +128,10 @@ def _arena(args):
 
 def _add_gtp_arguments(p) -> None:
     # Kept here, not imported from alphalite.gtp.engine, so `alphalite --help` stays instant.
-    p.add_argument("--engine", choices=("random", "policy", "mcts", "apv"), default="mcts",
+    p.add_argument("--engine", choices=("random", "policy", "mcts", "apv"), default="apv",
                    help="move chooser: apv = AlphaGo's asynchronous search (pattern rollouts on every core, the "
-                        "nets in batches beside them)")
+                        "nets in batches beside them; the strongest), mcts = PUCT with batched net leaves and "
+                        "uniform rollouts, policy = the policy net's move, random")
     p.add_argument("--tree-policy", default="tree19", help="apv: the pattern tree policy (priors of new leaves)")
     p.add_argument("--rollout-policy", default="rollout19", help="apv: the pattern rollout policy")
     p.add_argument("--checkpoint", default="auto",

@@ -40,6 +40,7 @@ from search.params import SearchParams
 # a path is cut (valued by a rollout without expanding) this deep
 MAX_DEPTH = 256
 CHUNK_SECONDS = 0.004
+NET_TIMEOUT = 60.0  # seconds a network batch may take before the search gives up
 
 
 class ApvOutput(NamedTuple):
@@ -51,6 +52,7 @@ class ApvOutput(NamedTuple):
     net_evals: int  # positions the network evaluated this search (root included)
     seconds: float
     ownership: np.ndarray  # float32 [size*size]: mean final owner over the rollouts, black +1, white -1
+    #                        (zeros in the outputs a callback sees during the search)
 
 
 def _scratch(root_board, k: int, hist_cap: int):
@@ -99,8 +101,8 @@ class _NetWorker:
         self._job = (planes, legal)
         self._go.set()
 
-    def wait(self):
-        self._done.wait()
+    def wait(self, timeout=None) -> bool:
+        return self._done.wait(timeout)
 
     def close(self):
         self._stop = True
@@ -129,6 +131,8 @@ class ApvSearch:
     """The search for one board size; keep it for the whole game (the
     network thread is made once)."""
 
+    initial_nodes = 1024  # tree capacity a timed search starts with (it doubles as needed)
+
     def __init__(self, net_fn: Callable, params, preset_id: int, num_planes: int, tree_policy, rollout_policy,
                  *, size: int, search_params: SearchParams | None = None, batch_size: int = 32,
                  pad_batches: bool = False, max_moves: int | None = None, threads: int | None = None,
@@ -144,7 +148,7 @@ class ApvSearch:
         # search threads (one per core; the network thread runs beside them)
         # and the leaves each takes per kernel call (a few milliseconds of
         # rollouts; more leaves in flight means more virtual loss)
-        self.threads = 1 if synchronous else int(threads or os.cpu_count() or 1)
+        self.threads = 1 if synchronous else int(threads or len(os.sched_getaffinity(0)) or 1)
         self.m = int(leaves_per_call or max(1, round(CHUNK_SECONDS / (2e-6 * size ** 3))))
         self.synchronous = synchronous
         self.pol = K.Policies(tree_policy.tab, tree_policy.w, int(tree_policy.row),
@@ -156,6 +160,7 @@ class ApvSearch:
         self.seeds = np.random.default_rng(seed)
         self.worker = None if synchronous else _NetWorker(net_fn, params)
         self._lanes: list[_Lane] = []
+        self._running = threading.Lock()  # one search at a time: the queues and lanes are shared
 
     def cfg(self, komi: float) -> np.ndarray:
         sp = self.sp
@@ -196,13 +201,21 @@ class ApvSearch:
             raise ValueError(f"apv: search built for {self.size}x{self.size}, position is {state.size}x{state.size}")
         if max_sims is None and max_seconds is None:
             raise ValueError("apv: give max_sims or max_seconds")
-        t0 = time.perf_counter()
-        t_end = None if max_seconds is None else t0 + max(float(max_seconds), 0.0)
-        root = state.board_tuple
-        lanes = self._lanes_for(root)
-        run = _Run(self, state, lanes, max_sims, t_end, callback, t0, tree)
-        run.go()
-        return run.output()
+        if tree is not None and (tree.children_prior.shape[1] != self.A or int(tree.to_play[0]) != state.to_play
+                                 or not tree.expanded[0]):
+            raise ValueError("apv: the tree given is not a searched tree of this position")
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError("apv: a search is already running on this ApvSearch")
+        try:
+            t0 = time.perf_counter()
+            t_end = None if max_seconds is None else t0 + max(float(max_seconds), 0.0)
+            root = state.board_tuple
+            lanes = self._lanes_for(root)
+            run = _Run(self, state, lanes, max_sims, t_end, callback, t0, tree)
+            run.go()
+            return run.output(final=True)
+        finally:
+            self._running.release()
 
     def close(self):
         if self.worker is not None:
@@ -220,7 +233,7 @@ class _Run:
         self.zob = self.root[B_ZOB]
         self.cfg = search.cfg(float(state.komi))
         self.lam = float(search.sp.lam)
-        cap = 1024 if max_sims is None else max_sims + 2 * len(lanes) * search.m + 2
+        cap = search.initial_nodes if max_sims is None else max_sims + 2 * len(lanes) * search.m + 2
         self.tree = K.new_tree(cap, search.A, state.to_play) if tree is None else tree
         self.lock = threading.Lock()
         self.fill, self.busy = search.queues
@@ -239,8 +252,11 @@ class _Run:
             lane.own[:] = 0.0
             lane.n_own = 0
         if s.worker is not None:
-            s.worker.wait()  # a batch of the previous search may still be in flight
-            s.worker.result = None
+            # a batch of the previous search may still be in flight: its
+            # answer (or error) belongs to that search's tree, not this one
+            if not s.worker.wait(NET_TIMEOUT):
+                raise RuntimeError(f"apv: the network gave no answer in {NET_TIMEOUT:.0f} s")
+            s.worker.result = s.worker.error = None
         # the root: the network's priors and value before any rollout
         if tree.net_state[0] != K.NET_DONE:
             S = K.board_k(self.lanes[0].scr, self.zob, 0)
@@ -261,6 +277,10 @@ class _Run:
             t.join()
         with self.lock:
             self._service_net(final=True)
+            # positions queued but never answered: queue them again next time
+            for q in (self.fill, self.busy):
+                self.tree.net_state[q.node[: int(q.count[0])]] = K.NET_NONE
+                q.count[0] = 0
         if self.error is not None:
             raise self.error
 
@@ -323,10 +343,15 @@ class _Run:
                 self._service_net()
                 if self.t_end is not None and time.perf_counter() >= self.t_end:
                     self.stop = True
-                if self.callback is not None and not self.stop and self.callback(self.output()):
-                    self.stop = True
+                out = self.output() if self.callback is not None and not self.stop else None
+            # outside the lock: an analysis line may take a while to write
+            if out is not None and self.callback(out):
+                self.stop = True
 
-    def output(self) -> ApvOutput:
+    def output(self, final: bool = False) -> ApvOutput:
+        """The search so far (under the lock, or once every thread is done:
+        ``final``; the ownership estimate only then, as the lanes' sums
+        change outside the lock)."""
         tree = self.tree
         visits = tree.children_nr[0].astype(np.float64)
         total = visits.sum()
@@ -340,7 +365,10 @@ class _Run:
             visits, best = prior.astype(np.float64), prior.max()
         cand = np.flatnonzero((visits == best) & legal)
         action = int(cand[np.argmax(prior[cand])]) if cand.size else self.s.A - 1
-        own = sum(lane.own for lane in self.lanes) / max(sum(lane.n_own for lane in self.lanes), 1)
+        if final:
+            own = sum(lane.own for lane in self.lanes) / max(sum(lane.n_own for lane in self.lanes), 1)
+        else:
+            own = np.zeros(self.s.A - 1)
         return ApvOutput(action, probs, float(K.node_q(tree, 0, self.lam)), tree, self.backed, self.net_evals,
                          time.perf_counter() - self.t0, own.astype(np.float32))
 

@@ -49,10 +49,12 @@ class ApvTree(NamedTuple):
     children_wr: np.ndarray  # float64 [N, A] their results, chooser's view
     children_nv: np.ndarray  # int32 [N, A] network values through the edge
     children_wv: np.ndarray  # float64 [N, A]
+    children_vl: np.ndarray  # int32 [N, A] descents in flight through the edge (virtual losses)
     node_nr: np.ndarray  # int32 [N]
     node_wr: np.ndarray  # float64 [N], node's player to move's view
     node_nv: np.ndarray  # int32 [N]
     node_wv: np.ndarray  # float64 [N]
+    node_vl: np.ndarray  # int32 [N] descents in flight through the node
     parents: np.ndarray  # int32 [N], -1 at the root
     action: np.ndarray  # int32 [N], the move from the parent
     to_play: np.ndarray  # int8 [N]
@@ -66,10 +68,10 @@ def new_tree(capacity: int, num_actions: int, to_play: int) -> ApvTree:
     N, A = max(int(capacity), 2), int(num_actions)
     t = ApvTree(np.full((N, A), -1, np.int32), np.zeros((N, A), np.float32), np.zeros((N, A), np.bool_),
                 np.zeros((N, A), np.int32), np.zeros((N, A), np.float64), np.zeros((N, A), np.int32),
-                np.zeros((N, A), np.float64), np.zeros(N, np.int32), np.zeros(N, np.float64),
-                np.zeros(N, np.int32), np.zeros(N, np.float64), np.full(N, -1, np.int32),
-                np.full(N, -1, np.int32), np.zeros(N, np.int8), np.zeros(N, np.bool_), np.zeros(N, np.bool_),
-                np.zeros(N, np.int8), np.zeros(1, np.int64))
+                np.zeros((N, A), np.float64), np.zeros((N, A), np.int32), np.zeros(N, np.int32),
+                np.zeros(N, np.float64), np.zeros(N, np.int32), np.zeros(N, np.float64), np.zeros(N, np.int32),
+                np.full(N, -1, np.int32), np.full(N, -1, np.int32), np.zeros(N, np.int8), np.zeros(N, np.bool_),
+                np.zeros(N, np.bool_), np.zeros(N, np.int8), np.zeros(1, np.int64))
     t.counter[0] = 1
     t.to_play[0] = to_play
     return t
@@ -84,7 +86,7 @@ def grown(t: ApvTree, need: int) -> ApvTree:
     out = []
     for name, a in zip(ApvTree._fields, t):
         if name == "counter":
-            out.append(a)
+            out.append(a.copy())  # old views keep their own count
             continue
         fill = -1 if name in ("children_index", "parents", "action") else 0
         b = np.full((new,) + a.shape[1:], fill, a.dtype)
@@ -112,7 +114,7 @@ def advance(t: ApvTree, action: int) -> ApvTree | None:
     nodes = np.concatenate(parts)
     k = nodes.size
     cap = t.parents.shape[0]
-    new = new_tree(max(k + 1, cap), t.children_prior.shape[1], int(t.to_play[child]))
+    new = new_tree(max(2 * k, 1024), t.children_prior.shape[1], int(t.to_play[child]))
     remap = np.full(cap + 1, -1, np.int64)  # index -1 maps to remap[-1] == -1
     remap[nodes] = np.arange(k)
     for name in ApvTree._fields:
@@ -178,13 +180,15 @@ def node_q(t, node, lam):
 def pick(t, node, c_puct, fpu_reduction, lam):
     """The PUCT choice at ``node``: ``Q + c_puct * P * sqrt(N) / (1 + n)``,
     first-play urgency ``Q(node) - fpu_reduction * sqrt(visited prior
-    mass)`` (never below -1) for unvisited moves; ties to the higher prior."""
+    mass)`` (never below -1) for unvisited moves; ties to the higher prior.
+    Each descent in flight through an edge counts as one more rollout,
+    lost (virtual loss): ``n`` and ``N`` include them."""
     A = t.children_prior.shape[1]
-    n_parent = t.node_nr[node]
+    n_parent = t.node_nr[node] + t.node_vl[node]
     sq = math.sqrt(n_parent) if n_parent > 0 else 0.0
     mass = 0.0
     for a in range(A):
-        if t.children_nr[node, a] > 0:
+        if t.children_nr[node, a] + t.children_vl[node, a] > 0:
             mass += t.children_prior[node, a]
     fpu = max(node_q(t, node, lam) - fpu_reduction * math.sqrt(mass), -1.0)
     best = -1e300
@@ -192,8 +196,16 @@ def pick(t, node, c_puct, fpu_reduction, lam):
     for a in range(A):
         if not t.children_legal[node, a]:
             continue
-        n = t.children_nr[node, a]
-        q = edge_q(t, node, a, lam) if n > 0 else fpu
+        nr = t.children_nr[node, a]
+        vl = t.children_vl[node, a]
+        n = nr + vl
+        if n > 0:
+            q = (t.children_wr[node, a] - vl) / n
+            nv = t.children_nv[node, a]
+            if nv > 0 and lam > 0.0:
+                q = (1.0 - lam) * q + lam * t.children_wv[node, a] / nv
+        else:
+            q = fpu
         p = t.children_prior[node, a]
         s = q + c_puct * p * sq / (1.0 + n)
         if s > best or (s == best and p > t.children_prior[node, best_a]):
@@ -243,9 +255,8 @@ def _backup(t, node, z, rollout, vl):
         a = t.action[n]
         s = z if t.to_play[p] == me else -z
         if vl:
-            t.children_nr[p, a] -= 1
-            t.children_wr[p, a] += 1.0
-            t.node_nr[p] -= 1
+            t.children_vl[p, a] -= 1
+            t.node_vl[p] -= 1
         if rollout:
             t.children_nr[p, a] += 1
             t.children_wr[p, a] += s
@@ -315,9 +326,8 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
             raise RuntimeError("apv: a non-terminal node has no legal move")
         if play_flat(S, a, t.to_play[node]) != 0:
             raise RuntimeError("apv: a move marked legal was refused by the board")
-        t.children_nr[node, a] += 1  # virtual loss
-        t.children_wr[node, a] -= 1.0
-        t.node_nr[node] += 1
+        t.children_vl[node, a] += 1  # virtual loss, taken back by the backup
+        t.node_vl[node] += 1
         depth += 1
         c = t.children_index[node, a]
         if c < 0:
@@ -402,9 +412,12 @@ def hist_room(root_board, max_moves: int, max_depth: int) -> int:
 
 def check(t: ApvTree) -> None:
     """Assert the bookkeeping invariants at rest (tests; O(nodes * A)): no
-    virtual loss left, every edge's counts equal its child's, an expanded
+    virtual loss left, nothing left queued for the network, every edge's
+    counts equal its child's, an expanded
     node's rollouts are its own plus its children's."""
     n = int(t.counter[0])
+    assert not t.children_vl[:n].any() and not t.node_vl[:n].any(), "virtual loss left"
+    assert not (t.net_state[:n] == NET_QUEUED).any(), "a node left queued for the network"
     for node in range(n):
         kids = t.children_index[node]
         for a in np.flatnonzero(kids >= 0):

@@ -4,6 +4,7 @@ pattern policies and fake networks."""
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -111,6 +112,43 @@ def test_threads_share_one_tree(policies):
     assert s.worker is None
 
 
+def test_tree_grows_while_threads_run_and_time_budget_holds(policies):
+    def slow_net(params, planes, legal):
+        time.sleep(0.02)
+        return np.ones(legal.shape, np.float32), np.zeros(len(planes), np.float32)
+
+    s = make(slow_net, policies, 9, threads=2, leaves_per_call=2)
+    s.initial_nodes = 8
+    try:
+        out = s.run(board.new_game(9, 7.0), max_seconds=0.5)
+        assert out.tree.parents.shape[0] > 8 and out.tree.counter[0] > 8
+        K.check(out.tree)
+        assert out.seconds < 0.5 + 0.4
+    finally:
+        s.close()
+
+
+def test_a_failed_batch_of_a_finished_search_stays_with_it(policies):
+    calls = []
+
+    def net_fn(params, planes, legal):
+        calls.append(len(planes))
+        if len(calls) == 2:  # the first batch after the root: still running when the search ends
+            time.sleep(0.5)
+            raise RuntimeError("old batch failed")
+        return np.ones(legal.shape, np.float32), np.zeros(len(planes), np.float32)
+
+    s = make(net_fn, policies, 9, threads=2)
+    try:
+        s.run(board.new_game(9, 7.0), max_seconds=0.05)
+        assert len(calls) == 2
+        out = s.run(board.new_game(9, 7.0), max_sims=100)  # no error from the old batch
+        assert out.simulations == 100
+        K.check(out.tree)
+    finally:
+        s.close()
+
+
 def test_network_errors_reach_the_caller(policies):
     def broken(params, planes, legal):
         if len(planes) > 1 or broken.n:
@@ -141,13 +179,14 @@ def test_mixed_value_and_selection_arithmetic():
     assert K.node_q(t, 0, lam) == pytest.approx(0.5 * 0.4 + 0.5 * -0.5)
     # unvisited moves 1, 2 get Q(node) - 0.25 * sqrt(0.5) (first-play urgency);
     # with c_puct 1: move 0 scores 0 + 0.5 * sqrt(5) / 5, move 1 fpu + 0.3 * sqrt(5)
-    fpu = K.node_q(t, 0, lam) - 0.25 * np.sqrt(0.5)
-    s0 = 0.0 + 1.0 * 0.5 * np.sqrt(5) / 5
-    s1 = fpu + 1.0 * 0.3 * np.sqrt(5)
-    assert s1 > s0
     assert K.pick(t, 0, 1.0, 0.25, lam) == 1
     # with a large FPU reduction the visited move wins
     assert K.pick(t, 0, 1.0, 3.0, lam) == 0
+    # a descent in flight through move 0 counts as a lost rollout there: with
+    # five, move 0 scores 0.5 * (2 - 5) / 9 + 0.5 * -0.5 + 0.5 * sqrt(10) / 10
+    # = -0.26, below move 1's FPU (clipped at -1) + 0.3 * sqrt(10) = -0.05
+    t.children_vl[0, 0], t.node_vl[0] = 5, 5
+    assert K.pick(t, 0, 1.0, 3.0, lam) == 1
 
 
 def test_analysis_lists_visited_moves(policies):
@@ -243,12 +282,16 @@ def test_player_reuses_its_tree_along_the_game(policies):
         d = p.genmove(st, players.candidate_moves(st), None, None)
         t = p.last.tree
         ours = int(t.children_index[0, d.move])
+        assert ours > 0 and t.expanded[ours]
         reply = int(np.argmax(t.children_nr[ours]))  # the reply the search looked at most
         st = board.play(board.play(st, d.move), reply)
         reused = p._reused_tree(st)
         assert reused is not None and reused.node_nr[0] == t.node_nr[int(t.children_index[ours, reply])]
         d2 = p.genmove(st, players.candidate_moves(st), None, None)
         assert p.last.tree.node_nr[0] == reused.node_nr[0] + 300 and d2.visits > 0
+        K.check(p.last.tree)
+        p.run(st, max_visits=50)  # the same position again: the same tree goes on
+        assert p.last.tree.node_nr[0] == reused.node_nr[0] + 350
         K.check(p.last.tree)
         p.forget()
         assert p._reused_tree(st) is None

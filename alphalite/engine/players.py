@@ -555,20 +555,29 @@ class ApvPlayer:
 
     def run(self, state, rng=None, *, max_visits=None, max_seconds=None, callback=None):
         """``MctsPlayer.run``'s contract: a search of ``state`` until
-        ``max_visits`` rollouts, ``max_seconds`` or ``callback(tree,
-        visits)`` returning True (``tree``: an ``ApvView``); returns a
-        ``SearchOutput`` whose ``tree`` is the view. ``rng`` is unused: the
-        search keeps its own streams."""
+        ``max_visits`` rollouts, ``max_seconds`` (tree reuse included) or
+        ``callback(tree, visits)`` returning True (``tree``: an
+        ``ApvView``); returns a ``SearchOutput`` whose ``tree`` is the view.
+        ``rng`` is unused: the search keeps its own streams."""
         from search.apv import ApvView
         from search.mcts import SearchOutput
 
+        t0 = time.perf_counter()
         lam = self.search.sp.lam
         cb = None if callback is None else (lambda out: bool(callback(ApvView(out.tree, state, lam),
                                                                       out.simulations)))
-        if max_visits is None and max_seconds is None:
-            max_visits = DEFAULT_VISITS if self.visits is None else self.visits
-        out = self.search.run(state, max_sims=max_visits, max_seconds=max_seconds, callback=cb,
-                              tree=self._reused_tree(state))
+        if max_visits is None:
+            # the apv tree takes about 37 bytes per node and action, the mcts one 25
+            max_visits = (DEFAULT_VISITS if self.visits is None else self.visits) if max_seconds is None \
+                else max_tree_visits(state.size) * 2 // 3
+        if (max_seconds is not None and self._prev is not None
+                and int(self._prev[1].counter[0]) * ADVANCE_SECONDS_PER_NODE > REUSE_SHARE * max_seconds):
+            self._prev = None  # too big to carry over within this budget
+        tree = self._reused_tree(state)
+        self._prev = None  # kept again only if this search ends well
+        if max_seconds is not None:
+            max_seconds = max(max_seconds - (time.perf_counter() - t0), 0.0)
+        out = self.search.run(state, max_sims=max_visits, max_seconds=max_seconds, callback=cb, tree=tree)
         self.last = out
         self._prev = (state, out.tree)
         return SearchOutput(out.action, out.visit_probs, out.root_value, ApvView(out.tree, state, lam))
@@ -577,7 +586,13 @@ class ApvPlayer:
         cap = self.visits if self.visits is not None else (DEFAULT_VISITS if budget is None else None)
         view = self.run(state, max_visits=cap, max_seconds=budget, callback=callback).tree
         visits = view.tree.children_nr[0]
-        move, note = settle(state, int(self.last.action), visits, view.children_prior[0], candidates)
+        temperature = self.search.sp.temperature_at(state.move_number)
+        move = int(self.last.action)
+        if temperature > 0:
+            from search.tree import choose_move
+
+            move = choose_move(visits, view.children_prior[0], view.children_legal[0], temperature, rng)
+        move, note = settle(state, move, visits, view.children_prior[0], candidates, temperature, rng)
         return Decision(move, winrate=0.5 * (self.last.root_value + 1.0), visits=int(visits.sum()),
                         analysis=view.root_analysis(), note=note)
 

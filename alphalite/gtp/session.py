@@ -125,7 +125,8 @@ class Session:
 
     def _game_reset(self) -> None:
         """What hangs on the old game goes with it."""
-        self.judge.clear()
+        if self._judge is not None:
+            self._judge.clear()
         self.resign_policy.reset()
         for p in self._players.values():
             p.forget()
@@ -222,6 +223,8 @@ class Session:
             elif isinstance(p, players.ApvPlayer):
                 cand = players.candidate_moves(st)
                 p.genmove(st, cand, None, None, lambda view, n: bool(view.root_analysis()) and n >= 8)
+                p.forget()
+                self.judge(st)  # its pattern playouts
             elif isinstance(p, players.PolicyPlayer):
                 p.prior(st)
         except Exception as e:  # noqa: BLE001 - reported, genmove then falls back
