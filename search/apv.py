@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -159,6 +160,8 @@ class ApvSearch:
                                np.zeros(1, np.int64)) for _ in range(2)]
         self.seeds = np.random.default_rng(seed)
         self.worker = None if synchronous else _NetWorker(net_fn, params)
+        if self.worker is not None:  # stop the thread at exit, or when the search is dropped unclosed
+            weakref.finalize(self, self.worker.close)
         self._lanes: list[_Lane] = []
         self._running = threading.Lock()  # one search at a time: the queues and lanes are shared
 
