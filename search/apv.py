@@ -37,6 +37,7 @@ import numpy as np
 from alphalite.go.board import B_HIST, B_ZOB, GoState, copy_board, default_max_moves, legal_mask
 from search import apv_kernels as K
 from search.params import SearchParams
+from search.tree import analysis_rows
 
 # a path is cut (valued by a rollout without expanding) this deep
 MAX_DEPTH = 256
@@ -400,31 +401,21 @@ class ApvView:
 
 
 def root_analysis(tree: K.ApvTree, lam: float, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
-    """Per visited root move (most rollouts first): move, visits, q (root
-    player's view), winrate, prior, lcb, pv, pv_visits; what ``lz-analyze``
-    prints (the same keys as ``search.tree.Tree.root_analysis``)."""
-    visits = tree.children_nr[0]
-    prior = tree.children_prior[0]
-    order = np.lexsort((-prior, -visits))
-    out = []
-    for a in order:
-        n = int(visits[a])
-        if n < min_visits:
-            break
-        q = float(K.edge_q(tree, 0, int(a), lam))
-        wr = 0.5 * (q + 1.0)
-        lcb = wr - 1.96 * np.sqrt(max(wr * (1 - wr), 0.0025) / n)
-        pv, pv_visits, node, m = [], [], 0, int(a)
-        while len(pv) < pv_len and node >= 0 and tree.expanded[node] and tree.children_nr[node, m] > 0:
+    """``search.tree.analysis_rows`` of the root (visits: rollouts; q: the
+    mixed value), what ``lz-analyze`` prints."""
+    def line(a):
+        pv, pv_visits, node, m = [], [], 0, a
+        while len(pv) < pv_len and tree.children_nr[node, m] > 0:
             pv.append(m)
             pv_visits.append(int(tree.children_nr[node, m]))
             node = int(tree.children_index[node, m])
             if node < 0 or not tree.expanded[node]:
                 break
             m = int(np.argmax(tree.children_nr[node]))
-        out.append(dict(move=int(a), visits=n, q=q, winrate=wr, prior=float(prior[a]), lcb=float(lcb),
-                        pv=pv, pv_visits=pv_visits))
-    return out
+        return pv, pv_visits
+
+    return analysis_rows(tree.children_nr[0], tree.children_prior[0], lambda a: K.edge_q(tree, 0, a, lam), line,
+                         min_visits)
 
 
 __all__ = ["ApvOutput", "ApvSearch", "ApvView", "MAX_DEPTH", "root_analysis"]

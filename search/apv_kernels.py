@@ -28,8 +28,8 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import patterns
-from alphalite.go.board import (B_META, B_ZOB, M_NHIST, M_PASSES, M_TOPLAY, area, copy_board, legal_mask, owners_into,
-                                play_flat)
+from alphalite.go.board import (B_META, B_ZOB, M_NHIST, M_PASSES, M_TOPLAY, copy_board, legal_mask, owners_into,
+                                play_flat, result_for)
 from alphalite.nn.features import encode_into
 
 NET_NONE, NET_QUEUED, NET_DONE = 0, 1, 2
@@ -270,17 +270,6 @@ def _backup(t, node, z, rollout, vl):
         n = p
 
 
-@njit(cache=True)
-def _sign_for(S, komi, me):
-    black, white = area(S)
-    margin = black - white - komi
-    if margin > 0:
-        return float(me)
-    if margin < 0:
-        return float(-me)
-    return 0.0
-
-
 @njit(cache=True, inline="always")
 def board_k(scr, zob, k):
     """Board tuple ``k`` of the stacked scratch boards ``scr``."""
@@ -305,7 +294,7 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
     depth = 0
     while True:
         if t.terminal[node]:
-            return node, LEAF_TERMINAL, _sign_for(S, cfg[C_KOMI], t.to_play[node])
+            return node, LEAF_TERMINAL, result_for(S, cfg[C_KOMI], t.to_play[node])
         if t.net_state[node] == NET_NONE and q.count[0] < qcap:
             k = q.count[0]
             encode_into(S, int(cfg[C_PRESET]), q.planes[k])
@@ -374,7 +363,7 @@ def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf
             S = board_k(scr, zob, k)
             me = S[B_META][M_TOPLAY]
             patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
-            leaf_value[k] = _sign_for(S, komi, me)
+            leaf_value[k] = result_for(S, komi, me)
             owners_into(S, own_buf)
             for i in range(own_buf.shape[0]):
                 own[i] += own_buf[i]

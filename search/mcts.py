@@ -105,10 +105,10 @@ from alphalite.go.board import (
     M_PASSES,
     M_TOPLAY,
     GoState,
-    area,
     copy_board,
     legal_mask,
     play_flat,
+    result_for,
 )
 from search.params import SearchParams
 from search.tree import Tree, TreeArrays, advance, choose_move
@@ -159,17 +159,6 @@ class Leaves:
 
 
 # ---------------------------------------------------------------- kernels
-
-
-@njit(cache=True)
-def _terminal_value(S, to_play, komi):
-    black, white = area(S)
-    score = black - white - komi
-    if score > 0:
-        return float(to_play)
-    if score < 0:
-        return float(-to_play)
-    return 0.0
 
 
 class LeafSlots(NamedTuple):
@@ -273,7 +262,7 @@ def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root
                 node = c
                 if meta[M_PASSES] >= 2:
                     nterm[c] = True
-                    nval[c] = _terminal_value(S, ntp[c], komi)
+                    nval[c] = result_for(S, komi, ntp[c])
                     kind = LEAF_TERMINAL
                 else:
                     legal_mask(S, L.legal[k])

@@ -147,25 +147,18 @@ class Tree:
         lcb (winrate lower bound), pv, pv_visits (the visits of the node each
         pv move leads to). What ``lz-analyze`` and ``kata-analyze`` print."""
         prior = self.raw_root_prior if self.raw_root_prior is not None else self.children_prior[0]
-        visits = self.children_visits[0]
-        order = np.lexsort((-prior, -visits))
-        out = []
-        for a in order:
-            n = int(visits[a])
-            if n < min_visits:
-                break
-            q = float(self.children_value_sum[0, a] / n)
-            wr = 0.5 * (q + 1.0)
-            lcb = wr - 1.96 * np.sqrt(max(wr * (1 - wr), 0.0025) / n)
+
+        def line(a):
             child = int(self.children_index[0, a])
             pv = [int(a)] + (self.principal_variation(child, pv_len - 1) if child >= 0 else [])
             pv_visits, node = [], 0
             for m in pv:
                 pv_visits.append(int(self.children_visits[node, m]))
                 node = int(self.children_index[node, m])
-            out.append(dict(move=int(a), visits=n, q=q, winrate=wr, prior=float(prior[a]),
-                            lcb=float(lcb), pv=pv, pv_visits=pv_visits))
-        return out
+            return pv, pv_visits
+
+        return analysis_rows(self.children_visits[0], prior, lambda a: self.children_value_sum[0, a]
+                             / self.children_visits[0, a], line, min_visits)
 
     def check(self) -> None:
         """Assert the bookkeeping invariants (tests; O(nodes * A))."""
@@ -209,6 +202,26 @@ def choose_move(visits, prior, allowed, temperature: float = 0.0, gen=None) -> i
     logc = np.where(mask, np.log(np.where(mask, counts, 1.0)) / temperature, -np.inf)
     p = np.exp(logc - logc.max())
     return int(gen.choice(counts.shape[0], p=p / p.sum()))
+
+
+def analysis_rows(visits, prior, q, line, min_visits: int = 1) -> list[dict]:
+    """The rows ``lz-analyze``/``kata-analyze`` print, per root move with at
+    least ``min_visits`` visits, most visits first (ties: higher prior):
+    move, visits, q (``q(a)``, root player's view), winrate, prior, lcb (a
+    winrate lower bound), pv and pv_visits (``line(a) -> (moves, visits)``)."""
+    order = np.lexsort((-np.asarray(prior), -np.asarray(visits)))
+    out = []
+    for a in order:
+        n = int(visits[a])
+        if n < min_visits:
+            break
+        qa = float(q(int(a)))
+        wr = 0.5 * (qa + 1.0)
+        lcb = wr - 1.96 * np.sqrt(max(wr * (1 - wr), 0.0025) / n)
+        pv, pv_visits = line(int(a))
+        out.append(dict(move=int(a), visits=n, q=qa, winrate=wr, prior=float(prior[a]), lcb=float(lcb), pv=pv,
+                        pv_visits=pv_visits))
+    return out
 
 
 def _subtree_nodes(children_index: np.ndarray, root: int) -> np.ndarray:

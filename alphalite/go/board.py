@@ -808,6 +808,19 @@ def area(B):
     return black, white
 
 
+@njit(cache=True)
+def result_for(B, komi, stone):
+    """The Tromp-Taylor result with ``komi`` for ``stone``: +1 a win, -1 a
+    loss, 0 a draw (rollouts and finished games in the searches)."""
+    black, white = area(B)
+    margin = black - white - komi
+    if margin > 0:
+        return float(stone)
+    if margin < 0:
+        return float(-stone)
+    return 0.0
+
+
 @njit(cache=True, inline="always")
 def _rand(rng):
     # 64-bit LCG (Knuth MMIX), high bits used; state passed in as int64[1].
