@@ -245,9 +245,13 @@ def test_gtp_engine_plays_and_judges_with_the_search(tmp_path):
     assert eng._analysis_player() is eng._player()
     line = eng.handle("4 kata-analyze b ownership true")
     assert line.startswith("=4 info move ") and " ownership " in line
-    bad = gtp.Engine(gtp.EngineConfig(engine="apv", checkpoint="policy9", size=9, tree_policy=str(tmp_path)),
-                     log=lambda m: None, warmup=False)
-    assert bad.handle("3 genmove b").startswith("?3 cannot load the pattern policies")
+    from alphalite.nn import checkpoint
+
+    for kw, words in ((dict(tree_policy=str(tmp_path)), "--tree-policy"),
+                      (dict(rollout_policy="policy9"), "--rollout-policy policy9: not a pattern policy")):
+        with pytest.raises(checkpoint.CheckpointError, match=words):
+            gtp.Engine(gtp.EngineConfig(engine="apv", checkpoint="policy9", size=9, **kw), log=lambda m: None,
+                       warmup=False)
 
 
 def test_tree_reuse_keeps_the_subtree(policies):

@@ -102,6 +102,8 @@ class Session:
         self._resign = None
         if config.engine != "random":
             self._plan_nets()
+        if config.engine == "apv":
+            self._check_pattern_policies()
         if warmup:
             threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
         else:
@@ -239,6 +241,21 @@ class Session:
         if self._warm and self.config.engine != "random" and self.size not in self._players:
             self._ready.clear()
             threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
+
+    def _check_pattern_policies(self):
+        """The apv engine's pattern policies are found and are pattern
+        policies (CheckpointError naming the flag otherwise); loaded with
+        the player."""
+        from alphalite.nn import checkpoint
+
+        for flag, ref in (("--tree-policy", self.config.tree_policy),
+                          ("--rollout-policy", self.config.rollout_policy)):
+            try:
+                info = checkpoint.read_model_info(checkpoint.find_model_dir(ref))
+            except checkpoint.CheckpointError as e:
+                raise checkpoint.CheckpointError(f"{flag} {ref}: {e}") from None
+            if info.get("model") != "patterns":
+                raise checkpoint.CheckpointError(f"{flag} {ref}: not a pattern policy (model {info.get('model')!r})")
 
     def _plan_nets(self):
         """Which nets play which board size. Nets named in the config are
