@@ -492,30 +492,22 @@ class ApvPlayer:
 
     def __init__(self, net: PolicyNet, tree_policy, rollout_policy, search_params=None, *,
                  visits: int | None = None, threads: int | None = None, label: str = "apv"):
-        from alphalite.nn import features
+        from alphalite.nn import features, onnx_export
         from search.apv import ApvSearch
+        from search.params import SearchParams
 
         self.net = net
         self.visits = None if visits is None else int(visits)
         self.label = label
         self.last = None  # the last search's ApvOutput (ownership, counts)
         self._prev = None  # (state, tree) of the last search, for reuse
-        lam = search_params.lam if search_params is not None else None
-        if net.value_model is None:
-            lam = 0.0  # priors only: rollouts value the leaves
-        if net.inference == "onnx":
-            from alphalite.nn import onnx_export
-
-            # one ORT thread: the other cores play rollouts
+        sp = search_params or SearchParams()
+        if net.value_model is None and sp.lam:
+            sp = dataclasses.replace(sp, lam=0.0)  # no value net: the rollouts alone value the leaves
+        net_fn = net.net_fn
+        if net.inference == "onnx":  # one ORT thread: the other cores play rollouts
             net_fn = onnx_export.policy_value_fn(net.model, net.variables, net.value_model, net.value_variables,
                                                  threads=1)
-        else:
-            net_fn = net.net_fn
-        from search.params import SearchParams
-
-        sp = search_params or SearchParams()
-        if lam is not None and lam != sp.lam:
-            sp = dataclasses.replace(sp, lam=lam)
         self.search = ApvSearch(net_fn, net.params, features.preset_id(net.preset), features.num_planes(net.preset),
                                 tree_policy, rollout_policy, size=net.size, search_params=sp,
                                 pad_batches=net.inference != "onnx", threads=threads)
