@@ -152,7 +152,6 @@ class ApvSearch:
         # rollouts; more leaves in flight means more virtual loss)
         self.threads = 1 if synchronous else int(threads or len(os.sched_getaffinity(0)) or 1)
         self.m = int(leaves_per_call or max(1, round(CHUNK_SECONDS / (2e-6 * size ** 3))))
-        self.synchronous = synchronous
         self.pol = K.Policies(tree_policy.tab, tree_policy.w, int(tree_policy.row),
                               rollout_policy.tab, rollout_policy.w, int(rollout_policy.row))
         self.preset_id = int(preset_id)

@@ -31,6 +31,7 @@ from alphalite.go import patterns
 from alphalite.go.board import (B_META, B_ZOB, M_NHIST, M_PASSES, M_TOPLAY, copy_board, legal_mask, owners_into,
                                 play_flat, result_for)
 from alphalite.nn.features import encode_into
+from search.tree import subtree_nodes
 
 NET_NONE, NET_QUEUED, NET_DONE = 0, 1, 2
 
@@ -104,14 +105,7 @@ def advance(t: ApvTree, action: int) -> ApvTree | None:
     child = int(t.children_index[0, action])
     if child < 0 or not t.expanded[child]:
         return None
-    parts = [np.array([child], np.int64)]
-    frontier = parts[0]
-    while frontier.size:
-        kids = t.children_index[frontier].ravel()
-        frontier = kids[kids >= 0].astype(np.int64)
-        if frontier.size:
-            parts.append(frontier)
-    nodes = np.concatenate(parts)
+    nodes = subtree_nodes(t.children_index, child)
     k = nodes.size
     cap = t.parents.shape[0]
     new = new_tree(max(2 * k, 1024), t.children_prior.shape[1], int(t.to_play[child]))

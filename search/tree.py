@@ -224,7 +224,7 @@ def analysis_rows(visits, prior, q, line, min_visits: int = 1) -> list[dict]:
     return out
 
 
-def _subtree_nodes(children_index: np.ndarray, root: int) -> np.ndarray:
+def subtree_nodes(children_index: np.ndarray, root: int) -> np.ndarray:
     """Nodes of the subtree under ``root`` in BFS order (root first)."""
     parts = [np.array([root], np.int64)]
     frontier = parts[0]
@@ -247,7 +247,7 @@ def advance(tree: Tree, action: int) -> Tree:
     child = int(tree.children_index[0, action]) if tree.node_expanded[0] else -1
     if child < 0 or not tree.node_expanded[child]:
         return Tree(state, 1 + max(tree.capacity // 2, 1))
-    nodes = _subtree_nodes(tree.children_index, child)
+    nodes = subtree_nodes(tree.children_index, child)
     new = Tree(state, max(nodes.size, tree.capacity))
     k = nodes.size
     remap = np.full(tree.capacity + 1, -1, np.int64)  # index -1 maps to remap[-1] == -1
