@@ -1,7 +1,10 @@
 """How well the engine's judge settles finished games: dead stones and the
-score from uniform random playouts against pattern rollouts
-(``checkpoints/rollout19``), on Tygem games that ended by count, with GNU
-Go's ``final_status_list dead`` and the recorded result as the reference.
+score from uniform random playouts, from pattern rollouts
+(``checkpoints/rollout19``), and from the apv engine's own search (its
+rollouts' ownership, ``ApvPlayer.territory``, with the shipped 19x19 nets
+as ``alphalite gtp`` loads them), each through ``decisions.Judge``, on
+Tygem games that ended by count, with GNU Go's ``final_status_list dead``
+and the recorded result as the reference.
 
 Prints one JSON line: per judge, the share of stones whose life/death agrees
 with GNU Go, the share of games where every stone agrees, and the share of
@@ -55,12 +58,18 @@ def main():
     args = p.parse_args()
 
     from alphalite.engine import players
+    from alphalite.engine.decisions import Judge
     from alphalite.go import board, coords
     from alphalite.go.gtpclient import GtpClient, find_gnugo
+    from alphalite.nn import checkpoint
     from search.rollout import PatternPolicy
 
     policy = PatternPolicy.load("rollout19")
-    judges = {"uniform": None, "patterns": policy}
+    nets = [str(checkpoint.shipped(x)) for x in checkpoint.DEFAULT_NETS[19]]
+    engine = players.ApvPlayer(players.load_net(*nets), PatternPolicy.load("tree19"), policy)
+    engine.territory(board.new_game(19, 6.5), 8)  # compiled before the clock
+    judges = {"uniform": Judge(args.playouts, 1), "patterns": Judge(args.playouts, 1, policy=policy),
+              "search": Judge(args.playouts, 1, search=engine.territory)}
     stats = {k: {"stones": 0, "agree": 0, "games_all_agree": 0, "winner_ok": 0, "seconds": 0.0} for k in judges}
     games = 0
     with GtpClient([find_gnugo(), "--mode", "gtp", "--chinese-rules"], timeout=120) as gg:
@@ -81,9 +90,9 @@ def main():
             stones = np.flatnonzero(board.stones(s).ravel() != 0)
             want_black = rec.result.startswith("B")
             games += 1
-            for name, pol in judges.items():
+            for name, judge in judges.items():
                 t = time.perf_counter()
-                score, dead = players.final_score(s, args.playouts, 1, pol)
+                score, dead = judge(s)
                 st = stats[name]
                 st["seconds"] += time.perf_counter() - t
                 dead = set(int(x) for x in dead)
@@ -92,7 +101,8 @@ def main():
                 st["agree"] += agree
                 st["games_all_agree"] += agree == len(stones)
                 st["winner_ok"] += (score > 0) == want_black
-    out = {"benchmark": "judge", "games": games, "playouts": args.playouts}
+    engine.close()
+    out = {"benchmark": "judge", "games": games, "playouts": args.playouts, "search_nets": nets}
     for name, st in stats.items():
         out[name] = {"stone_agreement": round(st["agree"] / max(st["stones"], 1), 4),
                      "games_all_agree": round(st["games_all_agree"] / max(games, 1), 3),

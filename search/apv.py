@@ -53,8 +53,12 @@ class ApvOutput(NamedTuple):
     simulations: int  # rollouts this search
     net_evals: int  # positions the network evaluated this search (root included)
     seconds: float
-    ownership: np.ndarray  # float32 [size*size]: mean final owner over the rollouts, black +1, white -1
-    #                        (zeros in the outputs a callback sees during the search)
+    # The rollouts' view of the end of the game, filled in the final output
+    # only (zeros in the outputs a callback sees during the search):
+    ownership: np.ndarray  # float32 [size*size]: mean final owner, black +1, white -1
+    margin: float  # mean final area, black minus white minus komi
+    margin_stdev: float  # its standard deviation over the rollouts
+    rollouts: int  # the rollouts these cover (this search's, not a reused tree's)
 
 
 def _scratch(root_board, k: int, hist_cap: int):
@@ -126,6 +130,7 @@ class _Lane:
         self.rng = np.array([seed], np.int64)
         self.own = np.zeros(A - 1, np.float64)  # summed final owners of this lane's rollouts (black +1)
         self.own_buf = np.zeros(A - 1, np.int8)
+        self.margins = np.zeros(2, np.float64)  # summed final area margins and their squares
         self.n_own = 0
 
 
@@ -253,6 +258,7 @@ class _Run:
             q.count[0] = 0
         for lane in self.lanes:
             lane.own[:] = 0.0
+            lane.margins[:] = 0.0
             lane.n_own = 0
         if s.worker is not None:
             # a batch of the previous search may still be in flight: its
@@ -339,7 +345,7 @@ class _Run:
                                    lane.leaf_node, lane.leaf_kind, lane.leaf_value)
                 self.sims += m
             lane.n_own += K.rollout_many(lane.scr, self.zob, s.pol, self.cfg, lane.rng, m, lane.leaf_kind, lane.leaf_value,
-                           lane.own, lane.own_buf)
+                           lane.own, lane.own_buf, lane.margins)
             with self.lock:
                 K.backup_many(self.tree, m, lane.leaf_node, lane.leaf_value)
                 self.backed += m
@@ -368,12 +374,15 @@ class _Run:
             visits, best = prior.astype(np.float64), prior.max()
         cand = np.flatnonzero((visits == best) & legal)
         action = int(cand[np.argmax(prior[cand])]) if cand.size else self.s.A - 1
+        own, margin, stdev, n = np.zeros(self.s.A - 1), 0.0, 0.0, 0
         if final:
-            own = sum(lane.own for lane in self.lanes) / max(sum(lane.n_own for lane in self.lanes), 1)
-        else:
-            own = np.zeros(self.s.A - 1)
+            n = sum(lane.n_own for lane in self.lanes)
+            if n:
+                own = sum(lane.own for lane in self.lanes) / n
+                margin, square = sum(lane.margins for lane in self.lanes) / n
+                stdev = float(np.sqrt(max(square - margin * margin, 0.0)))
         return ApvOutput(action, probs, float(K.node_q(tree, 0, self.lam)), tree, self.backed, self.net_evals,
-                         time.perf_counter() - self.t0, own.astype(np.float32))
+                         time.perf_counter() - self.t0, own.astype(np.float32), float(margin), stdev, int(n))
 
 
 class ApvView:

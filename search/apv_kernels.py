@@ -342,12 +342,14 @@ def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, 
 
 
 @njit(cache=True, nogil=True)
-def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf):
+def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, margins):
     """One pattern rollout from each of the first ``m`` scratch boards whose
     leaf is not terminal; its result (+1/-1/0 for the leaf's player to move)
     into ``leaf_value``, each point's final owner (black +1) added to
-    ``own`` (the search's ownership estimate). Touches no tree: runs
-    outside the tree lock. Returns the rollouts played."""
+    ``own`` (the search's ownership estimate), its final area margin
+    (black minus white minus komi) and its square to ``margins[0]`` and
+    ``margins[1]``. Touches no tree: runs outside the tree lock. Returns
+    the rollouts played."""
     max_moves = int(cfg[C_MAX_MOVES])
     komi = cfg[C_KOMI]
     played = 0
@@ -359,8 +361,12 @@ def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf
             patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
             leaf_value[k] = result_for(S, komi, me)
             owners_into(S, own_buf)
+            margin = -komi
             for i in range(own_buf.shape[0]):
                 own[i] += own_buf[i]
+                margin += own_buf[i]
+            margins[0] += margin
+            margins[1] += margin * margin
     return played
 
 

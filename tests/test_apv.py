@@ -239,7 +239,11 @@ def test_gtp_engine_plays_and_judges_with_the_search(tmp_path):
     out = eng.handle("1 genmove b")
     assert re.fullmatch(r"=1 [A-HJ][1-9]\n\n", out), out
     assert isinstance(eng._player(), players.ApvPlayer)
-    assert eng.judge.policy is not None  # dead stones by the search's own rollouts
+    assert eng.judge.policy is not None
+    # dead stones, score and passing from the search's own rollouts: a search of this position
+    assert eng.handle("3 final_status_list dead").startswith("=3")
+    last, prev = eng._player().last, eng._player()._prev
+    assert last.rollouts >= cfg.score_playouts and prev[0].hash == eng.state.hash
     assert eng.handle("2 lz-genmove_analyze w 0").startswith("=2")
     # analysis runs the engine's own search
     assert eng._analysis_player() is eng._player()
@@ -301,3 +305,82 @@ def test_player_reuses_its_tree_along_the_game(policies):
         assert p._reused_tree(st) is None
     finally:
         p.close()
+
+
+def test_player_judges_from_its_own_search(policies):
+    from alphalite.engine import players
+    from alphalite.engine.decisions import Judge
+    from alphalite.go import coords
+
+    class Net:
+        size, preset, inference, value_model = 9, PRESET, "jax", None
+        params = None
+        net_fn = staticmethod(flat_net())
+
+    # Black walls column D, White column E; White's stone at B5 is dead
+    row = ". . . X O . . . .\n"
+    state = board.parse_diagram(row * 4 + ". O . X O . . . .\n" + row * 4, komi=7.0)
+    b5 = coords.from_gtp("B5", 9)
+    p = players.ApvPlayer(Net(), *policies, visits=300)
+    try:
+        own, margin, stdev = p.territory(state, 200)
+        last = p.last
+        assert last.rollouts >= 200 and own.shape == (81,)
+        assert own[b5] > 0.5 and (own.reshape(9, 9)[:, 3] > 0.5).all() and (own.reshape(9, 9)[:, 4] < -0.5).all()
+        # the mean margin is the summed ownership less komi: each rollout's area is its owners
+        assert np.isclose(margin, own.sum() - 7.0, atol=1e-3) and stdev >= 0.0
+        p.territory(state, 100)
+        assert p.last is last  # enough rollouts of this position already: no new search
+        score, dead = Judge(200, search=p.territory)(state)
+        assert list(dead) == [b5] and score == board.area_score(board.setup(state, empty=[b5]))
+        assert p.last is last
+        # the next search of the position goes on with the judge's tree
+        nodes = int(last.tree.node_nr[0])
+        p.genmove(state, players.candidate_moves(state), None, None)
+        assert int(p.last.tree.node_nr[0]) == nodes + 300
+        # a finished game is judged as if play went on
+        over = board.play(board.play(state, 81), 81)
+        assert over.is_over and list(Judge(50, search=p.territory)(over)[1]) == [b5]
+    finally:
+        p.close()
+
+
+@pytest.mark.slow
+def test_self_play_through_gtp_ends_by_passing_before_the_cap():
+    """The whole move decision (search, pass, judge) in a game against
+    itself from a position with a ko on the board: no endless ko fight and
+    no filling of its own area, the game ends by two passes well before the
+    move cap, and the score the engine gives is the judge's count."""
+    from alphalite.gtp import engine as gtp
+
+    ko = """
+    . . . . . . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+    . . . X O . . . .
+    . . X O . O . . .
+    . . . X O . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+    """
+    cfg = gtp.EngineConfig(engine="apv", checkpoint="policy9", value_checkpoint="value9", size=9, komi=7.0,
+                           visits=64, resign=False)
+    eng = gtp.Engine(cfg, log=lambda m: None, warmup=False)
+    start = board.parse_diagram(ko, komi=7.0, to_play=board.BLACK)
+    taken = board.play(start, 4 * 9 + 4)  # Black takes the ko: White may not take back at once
+    assert not board.legal_moves(taken)[4 * 9 + 3]
+    eng.game.reset(start=start)
+    moves = []
+    colour = "b"
+    while len(moves) < board.default_max_moves(9):
+        word = eng.handle(f"genmove {colour}").split()[1]
+        moves.append(word)
+        if moves[-2:] == ["pass", "pass"]:
+            break
+        colour = "w" if colour == "b" else "b"
+    assert moves[-2:] == ["pass", "pass"] and len(moves) < 2 * 81, (len(moves), moves)
+    from alphalite.go import sgf
+
+    score = eng.handle("final_score").split()[1]
+    assert score[0] in "BW" and score == sgf.result_string(eng.judge(eng.state)[0])

@@ -61,6 +61,31 @@ def test_the_judge_sees_the_dead_stone_and_caches(judge):
     assert len(small._cache) == 1  # full at two: cleared, then the third kept
 
 
+def test_the_judge_takes_the_search_estimate_when_there_is_one():
+    st = _game().state
+    asked = []
+
+    def search(state, n):  # an engine's own ownership: here it calls B4's stone alive
+        asked.append(n)
+        own = np.where(np.arange(49) % 7 < 4, 1.0, -1.0)
+        own[B4] = -1.0
+        return own, -3.0, 1.0
+
+    j = Judge(32, search=search)
+    score, dead = j(st)
+    assert asked == [32] and len(dead) == 0 and score == board.area_score(st)
+    assert j.territory(st).margin == -3.0 and j.territory(st).stdev == 1.0 and asked == [32]  # cached
+    # the same estimate with B4 Black's: the stone is dead, the score counts it off
+    j = Judge(32, search=lambda state, n: (np.where(np.arange(49) % 7 < 4, 1.0, -1.0), 6.5, 0.0))
+    score, dead = j(st)
+    assert score == 6.5 and list(dead) == [B4]
+    # no estimate from the search (a size it cannot play): playouts; no playouts at all: no one is dead
+    j = Judge(128, search=lambda state, n: None)
+    assert list(j(st)[1]) == [B4]
+    j = Judge(0, search=search)
+    assert len(j(st)[1]) == 0 and j.territory(st).margin == board.area_score(st) and asked == [32]
+
+
 def test_pass_when_the_opponent_passed_and_the_game_is_won(judge):
     st = _game(pass_by=WHITE, diagram=SETTLED).state  # Black to move after White's pass
     cand = players.candidate_moves(st)

@@ -7,14 +7,15 @@ wins after the opponent's pass, a pass when nothing is left to play
 outside own territory and eyes, else ``search()`` (a player's ``genmove``);
 its pass is replaced by a move when cleaning up, or when it would end the
 game lost once the dead stones are off. ``ResignPolicy`` decides resigning
-from the winrates of the moves chosen. ``Judge`` scores positions (dead
-stones by random playouts, ``players.final_score``), cached.
+from the winrates of the moves chosen. ``Judge`` scores positions from an
+ownership estimate, cached: the player's own search's (the apv engine's
+rollouts), else playouts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -24,30 +25,61 @@ from alphalite.go import board
 from alphalite.go.board import WHITE
 
 
-class Judge:
-    """``judge(state) -> (score, dead points)``: ``players.final_score``
-    with ``playouts`` playouts seeded by the position (the same position,
-    the same verdict), the last ``capacity`` positions cached. ``policy``:
-    a pattern rollout policy plays the playouts (uniform random without)."""
+class Territory(NamedTuple):
+    """Expected end of a game from one position."""
 
-    def __init__(self, playouts: int, seed: int = 0, capacity: int = 64, policy=None):
+    ownership: np.ndarray  # float64 [size*size] in [-1, 1], black's view (+1 black), row 0 the top row
+    margin: float  # mean final area, black minus white minus komi
+    stdev: float  # its standard deviation over the playouts
+
+
+class Judge:
+    """``judge(state) -> (score, dead points)``: the stones whose point
+    ``territory(state)`` gives to the opponent are dead
+    (``players.dead_points``); the score is the area once they are off.
+    ``territory`` is ``search(state, playouts)`` when given and it answers
+    (the engine's own search: ``ApvPlayer.territory``), else ``playouts``
+    playouts seeded by the position (pattern rollouts with ``policy``,
+    uniform random without). The last ``capacity`` positions are cached."""
+
+    def __init__(self, playouts: int, seed: int = 0, capacity: int = 64, policy=None,
+                 search: Callable | None = None):
         self.playouts = playouts
         self.seed = seed
         self.capacity = capacity
         self.policy = policy
+        self.search = search
         self._cache: dict = {}
+        self._territories: dict = {}
+
+    def territory(self, state: board.GoState) -> Territory:
+        key = (state.hash, state.komi, state.move_number, state.to_play)
+        if key not in self._territories:
+            if len(self._territories) >= self.capacity:
+                self._territories.clear()
+            n = self.playouts
+            found = self.search(state, n) if self.search is not None and n > 0 else None
+            if found is None and n <= 0:  # no estimate: every stone lives
+                found = (np.zeros(state.size * state.size), board.area_score(state), 0.0)
+            elif found is None:
+                seed = (state.hash ^ self.seed) & 0x7FFFFFFFFFFFFFFF
+                black, white, margins = players.playout_outcomes(state, n, seed, self.policy)
+                found = ((black - white) / n, float(margins.mean()), float(margins.std()))
+            self._territories[key] = Territory(*found)
+        return self._territories[key]
 
     def __call__(self, state: board.GoState) -> tuple[float, np.ndarray]:
         key = (state.hash, state.komi, state.move_number, state.to_play)
         if key not in self._cache:
             if len(self._cache) >= self.capacity:
                 self._cache.clear()
-            seed = (state.hash ^ self.seed) & 0x7FFFFFFFFFFFFFFF
-            self._cache[key] = players.final_score(state, self.playouts, seed, self.policy)
+            dead = players.dead_points(state, self.territory(state).ownership)
+            self._cache[key] = (players.score_without(state, dead), dead)
         return self._cache[key]
 
     def clear(self) -> None:
         self._cache.clear()
+        self._territories.clear()
 
 
 def pass_wins(state: board.GoState, color: int, judge: Judge) -> bool:

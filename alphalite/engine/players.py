@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import board, patterns
-from alphalite.go.board import B_META, BLACK, M_SIZE, WHITE
+from alphalite.go.board import B_META, M_SIZE
 
 
 # ---------------------------------------------------------------- ownership
@@ -111,21 +111,30 @@ def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0
     return playout_outcomes(state, num_playouts, seed, policy)[:2]
 
 
-def dead_stones(state: board.GoState, num_playouts: int = 64, seed: int = 0, policy=None) -> np.ndarray:
-    """Flat points of stones owned by the opponent at the end of most playouts."""
-    black, white = ownership_counts(state, num_playouts, seed, policy)
+def dead_points(state: board.GoState, ownership: np.ndarray) -> np.ndarray:
+    """Flat points of the stones whose point an ownership estimate (float
+    [size*size], black +1) gives to the opponent: the dead stones."""
     s = board.stones(state).ravel()
-    half = num_playouts / 2.0
-    dead = ((s == BLACK) & (white > half)) | ((s == WHITE) & (black > half))
-    return np.flatnonzero(dead)
+    return np.flatnonzero(s * np.asarray(ownership) < 0)
+
+
+def dead_stones(state: board.GoState, num_playouts: int = 64, seed: int = 0, policy=None) -> np.ndarray:
+    """``dead_points`` of the ownership over ``num_playouts`` playouts."""
+    black, white = ownership_counts(state, num_playouts, seed, policy)
+    return dead_points(state, black.astype(np.float64) - white)
+
+
+def score_without(state: board.GoState, dead: np.ndarray) -> float:
+    """Black minus white minus komi once the ``dead`` points are emptied."""
+    s = board.setup(state, empty=[int(p) for p in dead]) if len(dead) else state
+    return board.area_score(s)
 
 
 def final_score(state: board.GoState, num_playouts: int = 64, seed: int = 0,
                 policy=None) -> tuple[float, np.ndarray]:
     """(black minus white minus komi after removing dead stones, dead points)."""
     dead = dead_stones(state, num_playouts, seed, policy)
-    s = board.setup(state, empty=[int(p) for p in dead]) if dead.size else state
-    return board.area_score(s), dead
+    return score_without(state, dead), dead
 
 
 def resume(state: board.GoState) -> board.GoState:
@@ -521,6 +530,22 @@ class ApvPlayer:
     def close(self):
         self.search.close()
 
+    def territory(self, state, rollouts: int):
+        """The search's own view of the end of the game from ``state``:
+        (ownership float64 [size*size], black +1; mean final area margin,
+        black minus white minus komi; its spread), over the rollouts of the
+        last search when that searched this position with at least
+        ``rollouts`` of them, else of a search of ``rollouts`` more now
+        (the next search of the position goes on with its tree). A finished
+        game is judged as if play went on."""
+        state = resume(state)
+        last, prev = self.last, self._prev
+        if (last is None or prev is None or last.rollouts < rollouts or prev[0].hash != state.hash
+                or prev[0].to_play != state.to_play or prev[0].komi != state.komi):
+            self.run(state, max_visits=max(int(rollouts), 1))
+            last = self.last
+        return last.ownership.astype(np.float64), last.margin, last.margin_stdev
+
     def _reused_tree(self, state):
         """The last search's tree advanced along the moves played since
         (the same game: the same history up to there), else None."""
@@ -590,5 +615,5 @@ class ApvPlayer:
 
 
 __all__ = ["ApvPlayer", "Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer",
-           "candidate_moves", "dead_stones", "final_score", "load_net", "owners", "ownership_counts",
-           "playout_outcomes", "resume", "search", "settle"]
+           "candidate_moves", "dead_points", "dead_stones", "final_score", "load_net", "owners",
+           "ownership_counts", "playout_outcomes", "resume", "score_without", "search", "settle"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-import typing
 from typing import Callable
 
 from alphalite.gtp.protocol import Command, GtpFailure, frame, parse_color, parse_int, sanitize
@@ -36,14 +35,6 @@ class AnalyzeRequest:
     moves_ownership: bool = False  # kata: ``movesOwnership`` in each info item
     root_info: bool = False  # kata: ``rootInfo`` (the root's visits, winrate, score)
     pv_visits: bool = False  # ``pvVisits``: visits along each pv
-
-
-class Territory(typing.NamedTuple):
-    """Expected end of a game from one position (``AnalyzeCommands._territory``)."""
-
-    ownership: object  # float64 [size*size] in [-1, 1], black's view (+1 black), row 0 the top row
-    margin: float  # mean final area, black minus white minus komi
-    stdev: float  # its standard deviation over the playouts
 
 
 def _num(x: float) -> str:
@@ -266,13 +257,15 @@ class AnalyzeCommands:
                 parts.append("ownership " + " ".join(_num(me * x) for x in t.ownership))
         return " ".join(parts)
 
-    def _territory(self, state, playouts: int | None = None) -> Territory:
-        """Expected final ownership and area margin of ``state``: the one
-        place an ownership or score head would plug in. Today ``playouts``
-        (default ``score_playouts``) playouts (``players.playout_outcomes``,
-        the judge's: pattern rollouts for the apv engine, else uniform),
-        seeded by the position, cached by it."""
+    def _territory(self, state, playouts: int | None = None):
+        """Expected final ownership and area margin of ``state`` for the
+        analysis lines (a ``decisions.Territory``): ``playouts`` (default
+        ``score_playouts``) playouts (``players.playout_outcomes``, with the
+        judge's policy: pattern rollouts for the apv engine, else uniform),
+        seeded by the position, cached by it. The one place an ownership or
+        score head would plug in."""
         from alphalite.engine import players
+        from alphalite.engine.decisions import Territory
 
         n = max(self.config.score_playouts if playouts is None else playouts, 1)
         key = (state.hash, state.komi, state.move_number, state.to_play, n)
@@ -370,11 +363,8 @@ class AnalyzeCommands:
         return "\n".join(" ".join(f"{100 * float(p[r * n + c]):.1f}" for c in range(n)) for r in range(n))
 
     def cmd_alphalite_ownership(self):
-        from alphalite.engine import players
-
         state = self.state
-        black, white = players.ownership_counts(state, self.config.score_playouts, self.config.seed or 1)
-        own = (black - white) / max(self.config.score_playouts, 1)
+        own = self.judge.territory(state).ownership
         _, dead = self.judge(state)
         lines = ["INFLUENCE " + " ".join(f"{self._to_gtp(m)} {own[m]:.2f}" for m in range(own.size))]
         if len(dead):

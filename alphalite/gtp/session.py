@@ -143,14 +143,14 @@ class Session:
 
     @property
     def judge(self):
-        """Scores positions (dead stones off), cached: ``decisions.Judge``;
-        the apv engine judges with its own pattern rollouts (on counted
-        Tygem games they name the winner as often as uniform playouts or
-        more, in a quarter of the time: benchmarks/judge.py)."""
+        """Scores positions (dead stones off), cached: ``decisions.Judge``.
+        The apv engine judges from its own search's ownership (its pattern
+        rollouts, ``ApvPlayer.territory``); the other engines from uniform
+        random playouts."""
         if self._judge is None:
             from alphalite.engine.decisions import Judge
 
-            policy = None
+            policy = search = None
             if self.config.engine == "apv":
                 from alphalite.nn import checkpoint
                 from search.rollout import PatternPolicy
@@ -159,8 +159,17 @@ class Session:
                     policy = PatternPolicy.load(self.config.rollout_policy)
                 except checkpoint.CheckpointError as e:
                     raise GtpFailure(f"cannot load the rollout policy: {e}") from None
-            self._judge = Judge(self.config.score_playouts, self.config.seed, policy=policy)
+                search = self._search_territory
+            self._judge = Judge(self.config.score_playouts, self.config.seed, policy=policy, search=search)
         return self._judge
+
+    def _search_territory(self, state, rollouts: int):
+        """The game player's own end-of-game estimate, where it has one
+        (None: a size whose player has no such search, e.g. without a net)."""
+        from alphalite.engine import players
+
+        p = self._player()
+        return p.territory(state, rollouts) if isinstance(p, players.ApvPlayer) else None
 
     @property
     def resign_policy(self):
@@ -226,7 +235,8 @@ class Session:
                 cand = players.candidate_moves(st)
                 p.genmove(st, cand, None, None, lambda view, n: bool(view.root_analysis()) and n >= 8)
                 p.forget()
-                self.judge(st)  # its pattern playouts
+                self.judge(st)  # its search's ownership
+                p.forget()
             elif isinstance(p, players.PolicyPlayer):
                 p.prior(st)
         except Exception as e:  # noqa: BLE001 - reported, genmove then falls back
