@@ -278,6 +278,7 @@ class _Run:
             tree.net_state[0] = K.NET_QUEUED
             tree.expanded[0] = True
             self._evaluate_now()
+        clean = self._add_noise()
         threads = [threading.Thread(target=self._guarded, args=(lane,), daemon=True) for lane in self.lanes[1:]]
         for t in threads:
             t.start()
@@ -285,6 +286,8 @@ class _Run:
         for t in threads:
             t.join()
         with self.lock:
+            if clean is not None:  # a later search of this root draws noise of its own
+                self.tree.children_prior[0] = clean
             self._service_net(final=True)
             # positions queued but never answered: queue them again next time
             for q in (self.fill, self.busy):
@@ -292,6 +295,19 @@ class _Run:
                 q.count[0] = 0
         if self.error is not None:
             raise self.error
+
+    def _add_noise(self):
+        """Root Dirichlet noise for this search (``dirichlet_alpha``),
+        mixed into the network's root priors over the legal moves; returns
+        the clean priors, or None without noise."""
+        sp, tree = self.s.sp, self.tree
+        idx = np.flatnonzero(tree.children_legal[0])
+        if not (sp.dirichlet_alpha > 0 and sp.dirichlet_fraction > 0 and idx.size):
+            return None
+        clean = tree.children_prior[0].copy()
+        noise = self.s.seeds.dirichlet(np.full(idx.size, float(sp.dirichlet_alpha)))
+        tree.children_prior[0, idx] = (1.0 - sp.dirichlet_fraction) * clean[idx] + sp.dirichlet_fraction * noise
+        return clean
 
     def _evaluate_now(self):
         """The filling queue through the network in this thread (the root;

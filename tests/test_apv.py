@@ -384,3 +384,20 @@ def test_self_play_through_gtp_ends_by_passing_before_the_cap():
 
     score = eng.handle("final_score").split()[1]
     assert score[0] in "BW" and score == sgf.result_string(eng.judge(eng.state)[0])
+
+
+def test_root_noise_lasts_one_search(policies):
+    sp = SearchParams(dirichlet_alpha=0.3, dirichlet_fraction=0.5, lam=0.0)
+    s = make(flat_net(), policies, 9, synchronous=True, search_params=sp)
+    seen = []
+    st = board.new_game(9, 7.0)
+    out = s.run(st, max_sims=100, callback=lambda o: seen.append(o.tree.children_prior[0].copy()) and False)
+    clean = np.where(out.tree.children_legal[0], 1.0 / out.tree.children_legal[0].sum(), 0.0)
+    noisy = seen[0]
+    assert np.isclose(noisy.sum(), 1.0, atol=1e-5) and (noisy[~out.tree.children_legal[0]] == 0).all()
+    assert np.abs(noisy - clean).max() > 0.01  # the search saw noisy priors...
+    np.testing.assert_allclose(out.tree.children_prior[0], clean, rtol=1e-5)  # ...and leaves clean ones
+    # the same root searched again draws other noise
+    again = []
+    s.run(st, max_sims=50, tree=out.tree, callback=lambda o: again.append(o.tree.children_prior[0].copy()) and False)
+    assert np.abs(again[0] - noisy).max() > 0.01
