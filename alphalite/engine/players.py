@@ -137,6 +137,24 @@ def final_score(state: board.GoState, num_playouts: int = 64, seed: int = 0,
     return score_without(state, dead), dead
 
 
+def moves_since(old: board.GoState, state: board.GoState) -> list[int] | None:
+    """The moves that lead from ``old`` to ``state`` when ``state`` goes on
+    from ``old`` in the same game (same board, komi and history; at most as
+    many moves as the board remembers), else None: what a search tree of
+    ``old`` must be advanced along to be reused for ``state``."""
+    k = state.move_number - old.move_number
+    if not 0 <= k <= len(state.last_moves) or old.size != state.size or old.komi != state.komi:
+        return None
+    moves = list(reversed(state.last_moves[:k]))
+    s = old
+    try:
+        for m in moves:
+            s = board.play(s, m)
+    except board.IllegalMove:
+        return None
+    return moves if s.hash == state.hash and s.to_play == state.to_play else None
+
+
 def resume(state: board.GoState) -> board.GoState:
     """The same position with the consecutive-pass count cleared, so that play
     goes on after two passes (GUIs continue games after a dispute)."""
@@ -414,18 +432,15 @@ class MctsPlayer:
         return RandomPlayer().prior(state)
 
     def _reused_tree(self, state):
-        """The previous tree advanced along the moves played since (up to 8)."""
+        """The previous tree advanced along the moves played since."""
         from search import advance
 
         tree = self.tree
-        if tree is None or tree.size != state.size:
-            return None
-        k = state.move_number - tree.root_state.move_number
-        last = state.last_moves
-        if not 0 <= k <= len(last):
+        moves = None if tree is None else moves_since(tree.root_state, state)
+        if moves is None:
             return None
         try:
-            for m in reversed(last[:k]):
+            for m in moves:
                 tree = advance(tree, m)
         except (board.IllegalMove, IndexError, ValueError):
             return None
@@ -540,35 +555,22 @@ class ApvPlayer:
         game is judged as if play went on."""
         state = resume(state)
         last, prev = self.last, self._prev
-        if (last is None or prev is None or last.rollouts < rollouts or prev[0].hash != state.hash
-                or prev[0].to_play != state.to_play or prev[0].komi != state.komi):
+        if last is None or prev is None or last.rollouts < rollouts or moves_since(prev[0], state) != []:
             self.run(state, max_visits=max(int(rollouts), 1))
             last = self.last
         return last.ownership.astype(np.float64), last.margin, last.margin_stdev
 
     def _reused_tree(self, state):
-        """The last search's tree advanced along the moves played since
-        (the same game: the same history up to there), else None."""
+        """The last search's tree advanced along the moves played since."""
         from search.apv_kernels import advance
 
         if self._prev is None:
             return None
         old, tree = self._prev
-        k = state.move_number - old.move_number
-        if not 0 <= k <= len(state.last_moves) or old.size != state.size or old.komi != state.komi:
-            return None
-        moves = list(reversed(state.last_moves[:k]))
-        try:
-            s = old
-            for m in moves:
-                s = board.play(s, m)
-        except board.IllegalMove:
-            return None
-        if s.hash != state.hash or s.to_play != state.to_play:
-            return None
-        for m in moves:
+        moves = moves_since(old, state)
+        for m in moves or ():
             tree = advance(tree, m) if tree is not None else None
-        return tree
+        return None if moves is None else tree
 
     def run(self, state, rng=None, *, max_visits=None, max_seconds=None, callback=None):
         """``MctsPlayer.run``'s contract: a search of ``state`` until
@@ -615,5 +617,5 @@ class ApvPlayer:
 
 
 __all__ = ["ApvPlayer", "Decision", "MctsPlayer", "PolicyNet", "PolicyPlayer", "RandomPlayer",
-           "candidate_moves", "dead_points", "dead_stones", "final_score", "load_net", "owners",
-           "ownership_counts", "playout_outcomes", "resume", "score_without", "search", "settle"]
+           "candidate_moves", "dead_points", "dead_stones", "final_score", "load_net", "moves_since",
+           "owners", "ownership_counts", "playout_outcomes", "resume", "score_without", "search", "settle"]
