@@ -136,7 +136,8 @@ class _Lane:
 
 class ApvSearch:
     """The search for one board size; keep it for the whole game (the
-    network thread is made once)."""
+    network thread is made once). ``net_fn`` None: no network (a board size
+    none plays, ``lam`` 0): the tree policy's priors and the rollouts alone."""
 
     initial_nodes = 1024  # tree capacity a timed search starts with (it doubles as needed)
 
@@ -145,11 +146,13 @@ class ApvSearch:
                  pad_batches: bool = False, max_moves: int | None = None, threads: int | None = None,
                  leaves_per_call: int | None = None, synchronous: bool = False, seed: int = 0):
         sp = search_params or SearchParams()
+        if net_fn is None and sp.lam:
+            raise ValueError("apv: lambda must be 0 without a network")
         self.sp = sp
         self.size = size
         self.A = size * size + 1
         self.net_fn, self.params = net_fn, params
-        self.batch = int(batch_size)
+        self.batch = int(batch_size) if net_fn is not None else 0  # no network: nothing is ever queued
         self.pad = pad_batches
         self.max_moves = int(max_moves or default_max_moves(size))
         # search threads (one per core; the network thread runs beside them)
@@ -164,7 +167,7 @@ class ApvSearch:
                                np.zeros((self.batch, self.A), np.bool_), np.zeros(self.batch, np.int64),
                                np.zeros(1, np.int64)) for _ in range(2)]
         self.seeds = np.random.default_rng(seed)
-        self.worker = None if synchronous else _NetWorker(net_fn, params)
+        self.worker = None if synchronous or net_fn is None else _NetWorker(net_fn, params)
         if self.worker is not None:  # stop the thread at exit, or when the search is dropped unclosed
             weakref.finalize(self, self.worker.close)
         self._lanes: list[_Lane] = []
@@ -267,7 +270,8 @@ class _Run:
                 raise RuntimeError(f"apv: the network gave no answer in {NET_TIMEOUT:.0f} s")
             s.worker.result = s.worker.error = None
         # the root: the network's priors and value before any rollout
-        if tree.net_state[0] != K.NET_DONE:
+        # (without a network the first descent expands it by the tree policy)
+        if tree.net_state[0] != K.NET_DONE and s.net_fn is not None:
             S = K.board_k(self.lanes[0].scr, self.zob, 0)
             copy_board(S, self.root)
             legal_mask(S, tree.children_legal[0])

@@ -401,3 +401,31 @@ def test_root_noise_lasts_one_search(policies):
     again = []
     s.run(st, max_sims=50, tree=out.tree, callback=lambda o: again.append(o.tree.children_prior[0].copy()) and False)
     assert np.abs(again[0] - noisy).max() > 0.01
+
+
+def test_without_a_network_the_pattern_policies_alone_search(policies):
+    state = board.parse_diagram(CAPTURE, komi=12.5)
+    with pytest.raises(ValueError, match="lambda must be 0"):
+        make(None, policies, 5)
+    s = make(None, policies, 5, search_params=SearchParams(lam=0.0))
+    out = s.run(state, max_sims=300)
+    assert out.action == CAPTURE_MOVE and out.net_evals == 0 and out.simulations >= 300
+    K.check(out.tree)
+    assert (out.tree.net_state[: out.tree.counter[0]] == K.NET_NONE).all()
+    s.close()
+
+
+def test_gtp_apv_plays_a_size_no_network_plays():
+    from alphalite.engine import players
+    from alphalite.gtp import engine as gtp
+
+    logs = []
+    eng = gtp.Engine(gtp.EngineConfig(engine="apv", size=7, komi=7.5, visits=200), log=logs.append, warmup=False)
+    out = eng.handle("1 genmove b")
+    assert re.fullmatch(r"=1 [A-HJ][1-7]\n\n", out), out
+    p = eng._player()
+    assert isinstance(p, players.ApvPlayer) and p.net is None
+    assert p.last.net_evals == 0 and p.last.simulations >= 200
+    assert sum("7x7" in m and "apv engine searching with its pattern policies alone" in m for m in logs) == 1
+    assert eng.handle("2 final_score").startswith("=2 ")
+    assert eng.handle("3 kata-analyze w 0 ownership true").startswith("=3 info move ")

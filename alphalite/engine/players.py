@@ -509,25 +509,35 @@ class ApvPlayer:
     """AlphaGo's asynchronous policy-value search (``search.apv``) as a
     player: pattern rollouts on every core, the network in batches beside
     them. ``visits`` caps the rollouts of a move; without a clock the cap
-    is ``DEFAULT_VISITS``."""
+    is ``DEFAULT_VISITS``. ``net`` None (a board size no network plays,
+    ``size`` then given): the pattern policies alone, the tree policy's
+    priors and the rollouts' values."""
 
     name = "apv"
     has_prior = True
 
-    def __init__(self, net: PolicyNet, tree_policy, rollout_policy, search_params=None, *,
-                 visits: int | None = None, threads: int | None = None, label: str = "apv"):
+    def __init__(self, net: PolicyNet | None, tree_policy, rollout_policy, search_params=None, *,
+                 size: int | None = None, visits: int | None = None, threads: int | None = None,
+                 label: str = "apv"):
         from alphalite.nn import features, onnx_export
         from search.apv import ApvSearch
         from search.params import SearchParams
 
         self.net = net
+        self.tree_policy = tree_policy
         self.visits = None if visits is None else int(visits)
         self.label = label
         self.last = None  # the last search's ApvOutput (ownership, counts)
         self._prev = None  # (state, tree) of the last search, for reuse
         sp = search_params or SearchParams()
-        if net.value_model is None and sp.lam:
+        if (net is None or net.value_model is None) and sp.lam:
             sp = dataclasses.replace(sp, lam=0.0)  # no value net: the rollouts alone value the leaves
+        if net is None:
+            if size is None:
+                raise ValueError("ApvPlayer: give the board size when there is no network")
+            self.search = ApvSearch(None, None, 0, 1, tree_policy, rollout_policy, size=int(size),
+                                    search_params=sp, threads=threads)
+            return
         net_fn = net.net_fn
         if net.inference == "onnx":  # one ORT thread: the other cores play rollouts
             net_fn = onnx_export.policy_value_fn(net.model, net.variables, net.value_model, net.value_variables,
@@ -537,6 +547,8 @@ class ApvPlayer:
                                 pad_batches=net.inference != "onnx", threads=threads)
 
     def prior(self, state) -> np.ndarray:
+        if self.net is None:
+            return self.tree_policy.priors(state.board_tuple)
         return self.net.priors(state)
 
     def forget(self):

@@ -337,7 +337,7 @@ class Session:
         except checkpoint.CheckpointError as e:
             self.log(f"{NAME}: cannot load the pattern policies: {e}")
             raise GtpFailure("cannot load the pattern policies") from None
-        return players.ApvPlayer(net, tree, roll, cfg.search, visits=cfg.visits)
+        return players.ApvPlayer(net, tree, roll, cfg.search, size=self.size, visits=cfg.visits)
 
     def _player(self):
         """The move chooser for the current board size."""
@@ -363,6 +363,11 @@ class Session:
                                        preset=net.preset, pad_to=cfg.search.batch_size)
                     p = players.MctsPlayer(ev, net.params, visits=cfg.visits, search_params=cfg.search,
                                            prior_fn=net.priors, label="mcts")
+            elif cfg.engine == "apv":
+                sizes = ", ".join(f"{n}x{n}" for n in sorted(self._nets)) or "none (--checkpoint none)"
+                self._say_once(f"{NAME}: no network plays {size}x{size} (nets: {sizes}): apv engine "
+                               "searching with its pattern policies alone")
+                p = self._apv_player(None)
             else:
                 sizes = ", ".join(f"{n}x{n}" for n in sorted(self._nets)) or "none (--checkpoint none)"
                 self._say_once(f"{NAME}: no network plays {size}x{size} (nets: {sizes}): {cfg.engine} engine "
