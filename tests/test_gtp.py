@@ -534,7 +534,8 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
     shipped = {n: checkpoint.shipped(n) for n in ("policy9", "value9", "policy19", "value19sp")}
     assert f"9x9 nets: policy {shipped['policy9']}, value {shipped['value9']}" in log, log
     assert f"19x19 nets: policy {shipped['policy19']}, value {shipped['value19sp']}" in log, log
-    assert log.count("no network plays 7x7 (nets: 9x9, 19x19): apv engine using rollout MCTS") == 1, log
+    assert log.count("no network plays 7x7 (nets: 9x9, 19x19): apv engine searching with its pattern policies "
+                     "alone") == 1, log
     assert re.search(r"B [A-HJ][1-9] winrate [0-9.]+ visits 400 ", log), log  # a value net's winrate
 
     out = _gtp_start(["--engine", "policy", "--checkpoint", "policy19", "--value-checkpoint", "value19"], tmp_path,
