@@ -8,7 +8,8 @@ batch norm is folded into the convolution before it (``W * s``, ``b - m * s``
 with ``s = scale / sqrt(var + eps)``), the trunk runs channels-first (what
 ONNX's Conv takes), and the heads flatten in our channels-last order so the
 dense weights are used as they are. Outputs: policy logits ``[B, H*W+1]``,
-or the value ``[B]`` in [-1, 1]. The batch dimension is free."""
+or the value ``[B]`` in [-1, 1], or both (``ResNetPolicyValue``: outputs
+``logits`` and ``value``). The batch dimension is free."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def to_onnx(model, variables: dict):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    if not isinstance(model, (nets.ResNetPolicy, nets.ResNetValue)):
+    if not exportable(model):
         raise ValueError(f"ONNX export covers the ResNet nets, not {type(model).__name__}")
     p, st, eps = variables["params"], variables.get("batch_stats", {}), nets.BN_EPSILON
     n, planes = model.size, model.num_planes
@@ -75,18 +76,27 @@ def to_onnx(model, variables: dict):
         return node("Gemm", [x, const(np.asarray(d["kernel"], np.float32), "w"),
                              const(np.asarray(d["bias"], np.float32), "b")])
 
-    if isinstance(model, nets.ResNetPolicy):
-        out = dense(head("policy"), p["policy_dense"])
-        out_info = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", n * n + 1])
-    else:
+    def policy_head(out_name):
+        dense(head("policy"), p["policy_dense"])
+        nodes[-1].output[0] = out_name
+        return helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["batch", n * n + 1])
+
+    def value_head(out_name):
         v = dense(node("Relu", [dense(head("value"), p["value_hidden"])]), p["value_out"])
         out = node("Tanh", [node("Flatten", [v], axis=0)])
-        out = node("Reshape", [out, const(np.array([-1], np.int64), "shape")])
-        out_info = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch"])
-    nodes[-1].output[0] = "out"
+        node("Reshape", [out, const(np.array([-1], np.int64), "shape")])
+        nodes[-1].output[0] = out_name
+        return helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["batch"])
+
+    if isinstance(model, nets.ResNetPolicy):
+        outs = [policy_head("out")]
+    elif isinstance(model, nets.ResNetValue):
+        outs = [value_head("out")]
+    else:
+        outs = [policy_head("logits"), value_head("value")]
     graph = helper.make_graph(nodes, type(model).__name__,
                               [helper.make_tensor_value_info("planes", TensorProto.FLOAT, ["batch", n, n, planes])],
-                              [out_info], inits)
+                              outs, inits)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="alphalite")
     onnx.checker.check_model(proto)
     return proto
@@ -109,7 +119,7 @@ def session(model, variables: dict, threads: int = 0):
 
 
 def exportable(model) -> bool:
-    return isinstance(model, (nets.ResNetPolicy, nets.ResNetValue))
+    return isinstance(model, (nets.ResNetPolicy, nets.ResNetValue, nets.ResNetPolicyValue))
 
 
 def policy_value_fn(policy_model, policy_variables: dict, value_model=None, value_variables: dict | None = None,
@@ -128,5 +138,20 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
         priors = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
         values = np.zeros(len(x), np.float32) if value is None else value.run(None, {"planes": x})[0]
         return priors, values
+
+    return net_fn
+
+
+def pv_fn(model, variables: dict, threads: int = 0):
+    """A policy-value net (``nets.ResNetPolicyValue``) on ONNX Runtime with
+    the contract of ``policy_value_fn``: ``net_fn(params, planes, legal) ->
+    (priors [B, A], values [B])``, one session run for both heads."""
+    sess = session(model, variables, threads)
+
+    def net_fn(params, planes, legal):
+        logits, values = sess.run(None, {"planes": np.ascontiguousarray(planes, np.float32)})
+        logits = np.where(legal, logits, -np.inf)
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32), values
 
     return net_fn
