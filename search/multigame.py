@@ -10,10 +10,20 @@
 The ``K`` game trees live in one ``search.tree.TreeArrays`` node pool: game
 ``g`` owns nodes ``g * per_game .. (g + 1) * per_game - 1``, its root first,
 and ``counter[g]`` (the pool's ``counter`` has ``K`` entries) is how many of
-them are in use. ``per_game = num_simulations + 2``: every simulation
-creates at most one node. The trees are fresh at every move (mctx does the
-same). The arithmetic, perspective and visit invariants are those of
-``search.tree`` (``Tree.check`` holds for each game's block).
+them are in use. ``per_game = 2 * num_simulations + 4``: every simulation creates at most
+one node, and up to ``num_simulations + 2`` more carried over from the last
+move. The arithmetic, perspective and visit invariants are those of
+``search.tree`` (``Tree.check`` holds for each game's block at rest).
+
+Evaluations carried over (a network cache, as KataGo's): after a move, the
+played child's subtree is kept as *evaluated, unvisited* nodes (priors,
+candidate moves, network value; visit counts and value sums zeroed). A
+descent that reaches such a node takes its stored value instead of calling
+the network on the same position again. Every search still starts from
+zero visits and adds exactly ``num_simulations``, and a position's stored
+evaluation is what the network would return for it again (same path from
+the same game, so the same planes), so the search is the one a fresh tree
+would make, with fewer network calls (``carry_over=False``: none kept).
 
 A move's search is ``num_simulations + 1`` steps; each step runs
 ``select_leaves`` (one descent per live game, the path played on a scratch
@@ -60,7 +70,7 @@ from search.mcts import puct_pick
 from search.params import SearchParams
 from search.tree import TreeArrays, choose_move, tree_arrays
 
-KIND_NONE, KIND_NEW, KIND_TERMINAL = -1, 0, 1
+KIND_NONE, KIND_NEW, KIND_TERMINAL, KIND_CACHED = -1, 0, 1, 2
 MODE_PUCT, MODE_GUMBEL = 0, 1
 # cfg slots (float64 array)
 C_MODE, C_PUCT, C_FPU, C_ROOT_FPU, C_VALUE_SCALE, C_MAXVISIT, C_KOMI, C_PRESET = range(8)
@@ -75,6 +85,7 @@ class MultiParams:
     value_scale: float = 0.1  # Gumbel: c_scale of sigma(q) = (c_visit + max N) * c_scale * q
     maxvisit_init: float = 50.0  # Gumbel: c_visit
     puct: SearchParams = SearchParams()  # PUCT: c_puct, FPU, root Dirichlet noise, move temperature
+    carry_over: bool = True  # keep the played move's evaluated subtree for the next search (network cache)
 
     def __post_init__(self):
         if self.root not in ("gumbel", "puct"):
@@ -128,16 +139,23 @@ def _clear(T, n):
 
 
 @njit(cache=True)
+def clear_block(T, per_game, g):
+    base = g * per_game
+    for n in range(base, base + max(T.counter[g], 1)):
+        _clear(T, n)
+    T.counter[g] = 0
+
+
+@njit(cache=True)
 def reset_roots(T, per_game, games, zob, live, own):
-    """A fresh tree for every live game: its block cleared, the root at the
-    game's position with the candidate moves as its legal actions."""
+    """A fresh root for every live game whose block is empty (nothing
+    carried over): at the game's position, the candidate moves as its
+    legal actions."""
     for g in range(live.shape[0]):
         base = g * per_game
-        for n in range(base, base + max(T.counter[g], 1)):
-            _clear(T, n)
-        T.counter[g] = 0
-        if not live[g]:
+        if not live[g] or T.counter[g] > 0:
             continue
+        clear_block(T, per_game, g)
         B = board_k(games, zob, g)
         T.counter[g] = 1
         T.node_to_play[base] = B[B_META][M_TOPLAY]
@@ -169,6 +187,9 @@ def select_leaves(T, per_game, games, scr, zob, live, cfg, gumbel, table, planes
                 break
             if not T.node_expanded[node]:  # only a root: new nodes stop the descent below
                 leaf_kind[g] = KIND_NEW
+                break
+            if T.node_visits[node] == 0:  # evaluated in the last move's search, not yet visited
+                leaf_kind[g] = KIND_CACHED
                 break
             if mode == MODE_GUMBEL:
                 if node == root:
@@ -234,7 +255,7 @@ def backup_leaves(T, leaf_node, leaf_kind, leaf_row, priors, values):
             v = min(1.0, max(-1.0, v)) if v == v else 0.0
             T.node_value[node] = v
             T.node_expanded[node] = True
-        else:
+        else:  # terminal (exact) or carried over (its network value)
             v = T.node_value[node]
         me = T.node_to_play[node]
         T.node_visits[node] += 1
@@ -282,6 +303,45 @@ def play_moves(games, zob, live, actions):
                 raise RuntimeError("multigame: the chosen move is illegal")
 
 
+@njit(cache=True)
+def carry_over(T, T2, per_game, live, actions, keep, queue):
+    """Into the empty pool ``T2``: for each live game, the subtree of ``T``
+    under the root's child ``actions[g]`` (BFS, at most ``keep`` nodes),
+    re-rooted at the block's first node, evaluations kept and visit
+    statistics zeroed. A game with nothing to keep gets an empty block."""
+    A = T.children_index.shape[1]
+    for g in range(live.shape[0]):
+        base = g * per_game
+        clear_block(T2, per_game, g)
+        if not live[g] or T.counter[g] == 0 or keep < 1:
+            continue
+        c = T.children_index[base, actions[g]]
+        if c < 0 or not T.node_expanded[c]:
+            continue
+        queue[0] = c
+        head = 0
+        tail = 1
+        while head < tail:
+            n = queue[head]
+            new = base + head
+            T2.node_value[new] = T.node_value[n]
+            T2.node_expanded[new] = T.node_expanded[n]
+            T2.node_terminal[new] = T.node_terminal[n]
+            T2.node_to_play[new] = T.node_to_play[n]
+            for a in range(A):
+                T2.children_prior[new, a] = T.children_prior[n, a]
+                T2.children_legal[new, a] = T.children_legal[n, a]
+                m = T.children_index[n, a]
+                if m >= 0 and tail < keep and (T.node_expanded[m] or T.node_terminal[m]):
+                    queue[tail] = m
+                    T2.children_index[new, a] = base + tail
+                    T2.parents[base + tail] = new
+                    T2.action_from_parent[base + tail] = a
+                    tail += 1
+            head += 1
+        T2.counter[g] = tail
+
+
 # ---------------------------------------------------------------- host side
 
 
@@ -302,8 +362,10 @@ class MultiSearch:
         hist = self.max_moves + 16
         self.games, self.zob, self._fresh = stacked_boards(k, size, hist, superko)
         self.scratch, _, _ = stacked_boards(k, size, hist + params.num_simulations + 16, superko)
-        self.per_game = params.num_simulations + 2
+        self.per_game = 2 * params.num_simulations + 4
         self.tree = tree_arrays(self.k * self.per_game, self.A)._replace(counter=np.zeros(self.k, np.int64))
+        self.spare = tree_arrays(self.k * self.per_game, self.A)._replace(counter=np.zeros(self.k, np.int64))
+        self.queue = np.zeros(self.per_game, np.int64)
         C = num_planes(preset)
         self.planes = np.zeros((k, size, size, C), np.float32)
         self.legal = np.zeros((k, self.A), np.bool_)
@@ -321,6 +383,7 @@ class MultiSearch:
 
     def new_game(self, g: int) -> None:
         copy_board(board_k(self.games, self.zob, g), self._fresh)
+        clear_block(self.tree, self.per_game, g)
 
     def board(self, g: int):
         return board_k(self.games, self.zob, g)
@@ -388,7 +451,14 @@ class MultiSearch:
             root_values[g] = T.node_value_sum[r] / max(T.node_visits[r], 1)
 
     def play(self, actions: np.ndarray, live: np.ndarray) -> None:
-        play_moves(self.games, self.zob, np.ascontiguousarray(live, np.bool_), np.asarray(actions, np.int64))
+        """Play ``actions[g]`` in every ``live`` game; the searched trees are
+        replaced by what is carried over (or emptied)."""
+        live = np.ascontiguousarray(live, np.bool_)
+        actions = np.asarray(actions, np.int64)
+        play_moves(self.games, self.zob, live, actions)
+        keep = self.per_game - self.params.num_simulations - 2 if self.params.carry_over else 0
+        carry_over(self.tree, self.spare, self.per_game, live, actions, keep, self.queue)
+        self.tree, self.spare = self.spare, self.tree
 
     def game_tree(self, g: int) -> TreeArrays:
         """Game ``g``'s block of the pool as a tree of its own (a copy, node
