@@ -134,9 +134,11 @@ def _plain_pv(size: int):
         @nn.compact
         def __call__(self, x):
             h = Trunk(name="trunk")(x.astype(jnp.float32))
-            p = nn.relu(nn.BatchNorm(**bn, name="policy_bn")(nn.Conv(2, (1, 1), use_bias=False, name="policy_conv")(h)))
+            p = nn.Conv(2, (1, 1), use_bias=False, name="policy_conv")(h)
+            p = nn.relu(nn.BatchNorm(**bn, name="policy_bn")(p))
             logits = nn.Dense(size * size + 1, name="policy_dense")(p.reshape(p.shape[0], -1))
-            v = nn.relu(nn.BatchNorm(**bn, name="value_bn")(nn.Conv(1, (1, 1), use_bias=False, name="value_conv")(h)))
+            v = nn.Conv(1, (1, 1), use_bias=False, name="value_conv")(h)
+            v = nn.relu(nn.BatchNorm(**bn, name="value_bn")(v))
             v = nn.relu(nn.Dense(256, name="value_hidden")(v.reshape(v.shape[0], -1)))
             return logits, jnp.tanh(nn.Dense(1, name="value_out")(v)[:, 0])
 
@@ -196,7 +198,7 @@ def _pgx_runner(size: int, games: int, sims: int, variables):
 def _ours_runner(size: int, games: int, sims: int, model, variables):
     from selfplay import alphazero
 
-    net_fn, params = alphazero.pv_net(model, variables, "onnx")
+    net_fn, params = alphazero.pv_net(model, variables, "onnx", pad_to=games)  # ORT threads tuned at this batch
     cfg = alphazero.SelfPlayConfig(games_at_once=games, simulations=sims, root="gumbel", max_considered=16)
 
     def run(moves: int, seed: int) -> float:
@@ -211,8 +213,10 @@ def _ours_runner(size: int, games: int, sims: int, model, variables):
                                     stop=stop)
         dt = time.perf_counter() - t
         assert stats["moves"] == moves * games and stats["leaves"] <= stats["net_calls"] * games
+        run.evals_per_move = stats["leaves"] / stats["moves"]
         return dt
 
+    run.setting = net_fn.setting
     return run
 
 
@@ -234,7 +238,8 @@ def bench_az(size: int, games: int, moves: int, sims: int, repeats: int) -> dict
             "ours_moves_per_s": round(mo, 2), "ours_visits_per_s": round(mo * sims, 1),
             "pgx_mctx_moves_per_s": round(mt, 2), "pgx_mctx_visits_per_s": round(mt * sims, 1),
             "ours_seconds": [round(x, 2) for x in t_ours], "pgx_mctx_seconds": [round(x, 2) for x in t_theirs],
-            "warmup_seconds": round(compile_s, 1), "ratio": round(mo / mt, 3)}
+            "warmup_seconds": round(compile_s, 1), "ratio": round(mo / mt, 3),
+            "ours_net_evals_per_move": round(ours.evals_per_move, 2), "ours_onnx_threads": ours.setting}
 
 
 def main() -> None:
@@ -251,6 +256,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="AlphaZero timings per side (best kept)")
     args = ap.parse_args()
     parts = args.parts.split(",")
+    if "az" in parts:
+        import importlib.util
+
+        missing = [m for m in ("pgx", "mctx") if importlib.util.find_spec(m) is None]
+        if missing:
+            print(f"selfplay benchmark: {', '.join(missing)} not installed (pip install -e '.[bench]'); "
+                  "the AlphaZero comparison is skipped", file=sys.stderr)
+            parts.remove("az")
     res = {"cpus": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2)}
     sizes = [int(s) for s in args.sizes.split(",")]
     az_games = [int(x) for x in args.az_games.split(",")]

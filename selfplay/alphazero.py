@@ -73,8 +73,9 @@ class SelfPlayConfig:
 def pv_net(model, variables: dict, inference: str = "auto", pad_to: int | None = None):
     """``(net_fn, params)`` for ``MultiSearch.search`` from a policy-value
     net (``nets.ResNetPolicyValue``): ONNX Runtime on the CPU (``auto`` and
-    ``onnx``), else the jitted JAX function, padded to ``pad_to`` rows so
-    it compiles once."""
+    ``onnx``; with ``pad_to``, its thread setting is the fastest here at
+    that batch, ``onnx_export.fastest_runner``), else the jitted JAX
+    function, padded to ``pad_to`` rows so it compiles once."""
     import jax
 
     from alphalite.nn import onnx_export
@@ -82,7 +83,7 @@ def pv_net(model, variables: dict, inference: str = "auto", pad_to: int | None =
 
     if inference == "onnx" or (inference == "auto" and jax.default_backend() == "cpu"
                                and onnx_export.exportable(model)):
-        return onnx_export.pv_fn(model, variables), None
+        return onnx_export.pv_fn(model, variables, tune_batch=pad_to or 0), None
     fn = policy_value_fn(model)
 
     def net_fn(params, planes, legal):

@@ -145,6 +145,13 @@ def test_pv_net_onnx_matches_jax(tiny_pv):
     np.testing.assert_allclose(p_jax, want, atol=1e-5)
     np.testing.assert_allclose(v_onnx, values, atol=1e-5)
     np.testing.assert_allclose(v_jax, values, atol=1e-5)
+    # two sessions on slices of the batch give the one session's answer
+    split = onnx_export.split_runner([onnx_export.session(model, variables, 1) for _ in range(2)])
+    logits2, values2 = split(x)
+    np.testing.assert_allclose(logits2, logits, atol=1e-5)
+    np.testing.assert_allclose(values2, values, atol=1e-5)
+    run, label = onnx_export.fastest_runner(model, variables, 4, rounds=1)
+    np.testing.assert_allclose(run(x)[0], logits, atol=1e-5)
 
 
 @pytest.mark.slow

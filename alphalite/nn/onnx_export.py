@@ -102,20 +102,73 @@ def to_onnx(model, variables: dict):
     return proto
 
 
-def session(model, variables: dict, threads: int = 0):
+def session(model, variables: dict, threads: int = 0, spinning: bool = False, proto: bytes | None = None):
     """An ONNX Runtime inference session of the net (``threads`` 0: ORT's
-    default, one per core). Call ``sess.run(None, {"planes": x})[0]``."""
+    default, one per core). Call ``sess.run(None, {"planes": x})[0]``.
+    ``spinning``: ORT's workers spin after each call (its default), taking
+    the cores from the search's own work between calls; off unless asked."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
         opts.intra_op_num_threads = threads
-    # ORT's workers spin after each call by default, taking the cores from
-    # the search's own work between calls.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(to_onnx(model, variables).SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    proto = to_onnx(model, variables).SerializeToString() if proto is None else proto
+    return ort.InferenceSession(proto, opts, providers=["CPUExecutionProvider"])
+
+
+def split_runner(sessions):
+    """Run a batch as ``len(sessions)`` slices at once, one session per slice
+    on its own thread (ORT lets go of the GIL while it runs): data parallel
+    over the cores, with no synchronisation inside a layer. Returns
+    ``run(x) -> outputs`` (the slices' outputs concatenated)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(len(sessions) - 1)
+    n = len(sessions)
+
+    def run(x):
+        cuts = np.linspace(0, len(x), n + 1).astype(int)
+        futures = [pool.submit(s.run, None, {"planes": x[a:b]})
+                   for s, a, b in zip(sessions[1:], cuts[1:-1], cuts[2:])]
+        first = sessions[0].run(None, {"planes": x[: cuts[1]]})
+        parts = [first] + [f.result() for f in futures]
+        return [np.concatenate([p[i] for p in parts]) for i in range(len(first))]
+
+    return run
+
+
+def fastest_runner(model, variables: dict, batch: int, rounds: int = 3):
+    """The fastest way here and now to run back-to-back batches of ``batch``
+    rows: one thread; all cores, with and without spinning; one single-thread
+    session per core, each on a slice (``split_runner``). Timed in
+    interleaved rounds, best of ``rounds``, so a busy host picks what is
+    fastest on it. Returns (``run(x) -> outputs``, label)."""
+    import os
+    import time
+
+    proto = to_onnx(model, variables).SerializeToString()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    runners = {"1 thread": session(model, variables, 1, False, proto)}
+    if cores > 1:
+        runners[f"{cores} threads"] = session(model, variables, cores, False, proto)
+        runners[f"{cores} threads spinning"] = session(model, variables, cores, True, proto)
+    runners = {k: (lambda x, s=s: s.run(None, {"planes": x})) for k, s in runners.items()}
+    if cores > 1 and batch >= 2 * cores:
+        runners[f"{cores} sessions x 1 thread"] = split_runner(
+            [session(model, variables, 1, False, proto) for _ in range(cores)])
+    x = np.zeros((batch, model.size, model.size, model.num_planes), np.float32)
+    best = {k: float("inf") for k in runners}
+    for _ in range(rounds):
+        for k, run in runners.items():
+            run(x)
+            t = time.perf_counter()
+            run(x)
+            run(x)
+            best[k] = min(best[k], time.perf_counter() - t)
+    label = min(best, key=best.get)
+    return runners[label], label
 
 
 def exportable(model) -> bool:
@@ -142,16 +195,23 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
     return net_fn
 
 
-def pv_fn(model, variables: dict, threads: int = 0):
+def pv_fn(model, variables: dict, threads: int = 0, tune_batch: int = 0):
     """A policy-value net (``nets.ResNetPolicyValue``) on ONNX Runtime with
     the contract of ``policy_value_fn``: ``net_fn(params, planes, legal) ->
-    (priors [B, A], values [B])``, one session run for both heads."""
-    sess = session(model, variables, threads)
+    (priors [B, A], values [B])``, one session run for both heads.
+    ``tune_batch`` > 0: run as ``fastest_runner`` finds fastest at that
+    batch (``net_fn.setting`` names how)."""
+    if tune_batch > 0:
+        run, setting = fastest_runner(model, variables, tune_batch)
+    else:
+        sess = session(model, variables, threads)
+        run, setting = (lambda x: sess.run(None, {"planes": x})), f"{threads or 'default'} threads"
 
     def net_fn(params, planes, legal):
-        logits, values = sess.run(None, {"planes": np.ascontiguousarray(planes, np.float32)})
+        logits, values = run(np.ascontiguousarray(planes, np.float32))
         logits = np.where(legal, logits, -np.inf)
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         return (e / e.sum(axis=1, keepdims=True)).astype(np.float32), values
 
+    net_fn.setting = setting
     return net_fn
