@@ -23,8 +23,12 @@ module on their side, as their examples write it) and the same random
 weights on both sides (speed does not depend on the weights). Both play
 ``--az-moves`` moves in every game from the empty board; timed ``--repeats``
 times, alternating, best kept. ``visits_per_s`` = moves x simulations / s.
-``vs_pgx_mctx`` is our moves/s over theirs. Needs the ``bench`` extra (pgx,
-mctx).
+``vs_pgx_mctx`` is our moves/s over theirs. Ours runs ONNX Runtime the way
+``onnx_export.fastest_runner`` finds fastest at that batch on the host as
+it is (``ours_onnx_threads``), and keeps the played move's evaluated
+subtree as a network cache (``ours_net_evals_per_move``; mctx makes 33: the
+root and one per simulation). XLA runs with the flags ``runtime.setup``
+sets (YNNPACK off: faster here). Needs the ``bench`` extra (pgx, mctx).
 
     python benchmarks/selfplay.py [--sizes 9,19] [--games 16] [--mcts-games 2] [--visits 32]
     python benchmarks/selfplay.py --parts az [--az-games 64,16] [--az-moves 12,6]

@@ -121,6 +121,12 @@ def test_carried_over_evaluations_change_nothing_but_the_calls(root):
     assert n1 < n2 <= 12 * 4 * 9
 
 
+def test_pv_net_is_one_trunk_with_both_heads():
+    pv, pol, val = (nets.param_counts(name, 9, 17) for name in ("b2c16_pv", "b2c16", "b2c16_value"))
+    assert pv["trunk"] == pol["trunk"] == val["trunk"]
+    assert pv["total"] == pol["total"] + val["total"] - val["trunk"]
+
+
 @pytest.fixture(scope="module")
 def tiny_pv():
     model = nets.make_model("b1c8_pv", 5, 17)
