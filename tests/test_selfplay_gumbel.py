@@ -99,6 +99,30 @@ def test_completed_q_target_by_hand():
     assert gumbel.root_action(T, 0, g, 5, 0.1, 50.0, np.zeros(4)) == -1
 
 
+def test_completed_q_and_halving_agree_with_mctx():
+    mctx = pytest.importorskip("mctx")  # the bench extra
+    import jax.numpy as jnp
+    from mctx._src import seq_halving
+
+    for m, n in ((16, 32), (4, 8), (3, 32), (16, 50), (2, 7)):
+        assert gumbel.considered_visits(m, n) == seq_halving.get_sequence_of_considered_visits(m, n)
+    T = _tiny_tree()
+    visits = T.children_visits[0]
+    q = np.where(visits > 0, T.children_value_sum[0] / np.maximum(visits, 1), 0.0)
+    logits = np.where(T.children_legal[0], np.log(np.maximum(T.children_prior[0], 1e-30)), -1e30)
+    one = lambda x: jnp.asarray(np.asarray(x)[None, None], jnp.float32)  # noqa: E731
+    tree = mctx.Tree(node_visits=one(4), raw_values=one(0.2), node_values=one(0.0), parents=one(-1).astype(int),
+                     action_from_parent=one(-1).astype(int), children_index=one([-1] * 4).astype(int),
+                     children_prior_logits=one(logits), children_visits=one(visits).astype(int),
+                     children_rewards=one([0.0] * 4), children_discounts=one([1.0] * 4), children_values=one(q),
+                     embeddings=jnp.zeros((1, 1)), root_invalid_actions=jnp.asarray([[0, 0, 0, 1]], jnp.float32),
+                     extra_data=None)
+    theirs = np.asarray(jax.vmap(mctx.qtransform_completed_by_mix_value, in_axes=[0, None])(tree, 0))[0]
+    ours = np.zeros(4)
+    gumbel.completed_sigma(T, 0, 0.1, 50.0, ours)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5)
+
+
 @pytest.mark.parametrize("root", ["gumbel", "puct"])
 def test_carried_over_evaluations_change_nothing_but_the_calls(root):
     results = []
