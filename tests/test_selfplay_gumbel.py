@@ -226,3 +226,18 @@ def test_resigned_game_records_its_winner(tmp_path):
     assert g.winner == -1 and g.result == "W+R"
     back = records.read_game(records.write_game(tmp_path, "r", g))
     assert back.resigned == 1 and back.winner == -1 and back.ended == "resign"
+
+
+def test_a_lost_game_is_resigned():
+    def black_loses(params, planes, legal):  # plane 11: ones when black is to move
+        black = planes[:, 0, 0, 11] > 0.5
+        return legal.astype(np.float32), np.where(black, -0.99, 0.99).astype(np.float32)
+
+    games = []
+    cfg = alphazero.SelfPlayConfig(games_at_once=2, simulations=4, max_considered=4, resign_below=-0.9,
+                                   resign_moves=2)
+    alphazero.run_games(black_loses, None, 2, size=5, config=cfg, gen=np.random.default_rng(0),
+                        on_game=lambda i, g: games.append(g))
+    for g in games:  # Black's first two searches say lost: it resigns instead of its second move
+        assert (g.ended, g.resigned, g.winner, g.result, len(g.moves)) == ("resign", 1, -1, "W+R", 2)
+        assert len(g.root_values) == 2 and g.policy_offsets.shape == (3,) and g.root_values[0] < -0.9
