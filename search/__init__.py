@@ -8,7 +8,7 @@ import importlib
 
 _WHERE = {"Leaves": "search.mcts", "SearchOutput": "search.mcts", "run_mcts": "search.mcts",
           "Tree": "search.tree", "advance": "search.tree", "choose_move": "search.tree",
-          "SearchParams": "search.params"}
+          "SearchParams": "search.params", "MultiSearch": "search.multigame", "MultiParams": "search.multigame"}
 
 __all__ = sorted(_WHERE)
 

@@ -92,16 +92,21 @@ def policy_value_fn(policy_model, value_model=None, *, jit: bool = True) -> Call
     """The one jitted network function of the search:
     ``net_fn(params, planes [B, H, W, C], legal bool [B, A]) -> (priors [B, A],
     values [B])`` with ``params = {"policy": variables, "value": variables}``
-    (``"value"`` unused without a value model; values are then zeros).
+    (``"value"`` unused without a value model; values are then zeros). A
+    policy-value net (``nets.ResNetPolicyValue``) as ``policy_model`` gives
+    both from its one call.
     Models are ``alphalite.nn.nets`` models (``model.apply(variables, x, train=False)``)."""
     import jax
     import jax.numpy as jnp
 
     def net_fn(params, planes, legal):
-        logits = policy_model.apply(params["policy"], planes, train=False)
-        logits = jnp.where(legal, logits.astype(jnp.float32), -1e30)
+        out = policy_model.apply(params["policy"], planes, train=False)
+        pv = isinstance(out, tuple)  # a policy-value net: both heads from one call
+        logits = jnp.where(legal, (out[0] if pv else out).astype(jnp.float32), -1e30)
         priors = jax.nn.softmax(logits, axis=-1)
-        if value_model is None:
+        if pv:
+            values = out[1].astype(jnp.float32)
+        elif value_model is None:
             values = jnp.zeros(planes.shape[0], jnp.float32)
         else:
             values = value_model.apply(params["value"], planes, train=False).astype(jnp.float32)

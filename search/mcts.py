@@ -172,7 +172,7 @@ class LeafSlots(NamedTuple):
 
 
 @njit(cache=True)
-def _pick(T, node, c_puct, fpu_reduction):
+def puct_pick(T, node, c_puct, fpu_reduction):
     cp, cl, cv, cw, cvl = T.children_prior, T.children_legal, T.children_visits, T.children_value_sum, \
         T.children_virtual
     nv, nw, nvl = T.node_visits, T.node_value_sum, T.node_virtual
@@ -240,7 +240,7 @@ def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root
                 kind = LEAF_COLLIDE
                 break
             red = root_fpu_reduction if node == 0 else fpu_reduction
-            a = _pick(T, node, c_puct, red)
+            a = puct_pick(T, node, c_puct, red)
             if a < 0:
                 raise RuntimeError("search: a non-terminal node has no legal move")
             cvl[node, a] += 1

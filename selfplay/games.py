@@ -48,16 +48,36 @@ class Game:
     score: float  # Tromp-Taylor black area - white area - komi
     black: str = ""  # player ids
     white: str = ""
-    ended: str = "passes"  # "passes" or "move cap"
+    ended: str = "passes"  # "passes", "move cap" or "resign"
+    # Search targets (selfplay.alphazero; None for the other games): move t's
+    # improved policy is policy_probs[o[t]:o[t+1]] on moves policy_moves[o[t]:o[t+1]],
+    # o = policy_offsets.
+    policy_offsets: np.ndarray | None = None  # int32 [T+1]
+    policy_moves: np.ndarray | None = None  # int16 [nnz]
+    policy_probs: np.ndarray | None = None  # float16 [nnz]
+    root_values: np.ndarray | None = None  # float32 [T]  search value at each move, mover's view
+    ownership: np.ndarray | None = None  # int8 [size*size]  final Tromp-Taylor owner, +1 black
+    resigned: int = 0  # the colour that resigned (ended "resign"), 0: none
 
     @property
     def winner(self) -> int:
+        if self.resigned:
+            return -self.resigned
         return 1 if self.score > 0 else (-1 if self.score < 0 else 0)
 
     @property
     def result(self) -> str:
-        """SGF RE: ``B+3.5``, ``W+0.5`` or ``0``."""
+        """SGF RE: ``B+3.5``, ``W+0.5``, ``0`` or ``B+R``/``W+R``."""
+        if self.resigned:
+            return "W+R" if self.resigned == 1 else "B+R"
         return sgf.result_string(self.score)
+
+    def policy_target(self, t: int) -> np.ndarray:
+        """float32 [A]: the search's policy target at move ``t`` (dense)."""
+        out = np.zeros(self.size * self.size + 1, np.float32)
+        o = self.policy_offsets
+        out[self.policy_moves[o[t]:o[t + 1]]] = self.policy_probs[o[t]:o[t + 1]]
+        return out
 
 
 @dataclasses.dataclass

@@ -533,7 +533,7 @@ def test_c_puct_reaches_the_selection():
 
 
 def _one_node(prior, visits, value_sum, virtual=None, node_visits=0, node_value_sum=0.0, legal=None):
-    """A one-node tree (node 0) in the kernel's dtypes, for pinning _pick."""
+    """A one-node tree (node 0) in the kernel's dtypes, for pinning puct_pick."""
     from search.tree import tree_arrays
 
     T = tree_arrays(1, len(prior))
@@ -549,9 +549,9 @@ def _one_node(prior, visits, value_sum, virtual=None, node_visits=0, node_value_
 
 
 def _pick0(tree, c_puct=1.5, fpu_reduction=0.25):
-    from search.mcts import _pick
+    from search.mcts import puct_pick
 
-    return int(_pick(tree, 0, c_puct, fpu_reduction))
+    return int(puct_pick(tree, 0, c_puct, fpu_reduction))
 
 
 def test_puct_pick_pinned_by_hand():

@@ -27,6 +27,8 @@ name            network
 ``bNcM``        ResNet policy, N residual blocks of M channels (``PRESETS``
                 lists the named ones, any ``b<int>c<int>`` works).
 ``bNcM_value``  ResNet value net: the same trunk, tanh head.
+``bNcM_pv``     ResNet policy-value net (AlphaZero): one trunk, both heads;
+                returns ``(logits [B, A], value [B])``.
 ==============  ==============================================================
 
 Weight tying (``clark_tied``). Let G be the 8 symmetries of the square
@@ -484,6 +486,37 @@ class ResNetValue(nn.Module):
         return jnp.tanh(v[:, 0].astype(jnp.float32))
 
 
+class ResNetPolicyValue(nn.Module):
+    """One ResNet trunk with the policy head of ``ResNetPolicy`` and the value
+    head of ``ResNetValue`` (AlphaZero's net; what self-play's search calls
+    once per leaf). Returns ``(logits [B, H*W+1], value [B])``."""
+
+    size: int
+    num_planes: int
+    blocks: int = 6
+    channels: int = 64
+    stem_kernel: int = 3
+    hidden: int = 256
+    conv: str = "auto"
+    dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):  # [B, H, W, C] -> ([B, H*W+1], [B])
+        _check_input(x, self.size, self.num_planes)
+        h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
+            x, train
+        )
+        p = Conv1x1(2, self.dtype, name="policy_conv")(h)
+        p = _batch_norm(train, self.dtype, name="policy_bn")(p, relu=True)
+        logits = nn.Dense(self.size * self.size + 1, dtype=self.dtype, name="policy_dense")(
+            p.reshape(p.shape[0], -1))
+        v = Conv1x1(1, self.dtype, name="value_conv")(h)
+        v = _batch_norm(train, self.dtype, name="value_bn")(v, relu=True)
+        v = nn.relu(nn.Dense(self.hidden, dtype=self.dtype, name="value_hidden")(v.reshape(v.shape[0], -1)))
+        v = nn.Dense(1, dtype=self.dtype, name="value_out")(v)
+        return logits.astype(jnp.float32), jnp.tanh(v[:, 0].astype(jnp.float32))
+
+
 # --------------------------------------------------------------------------
 # factory and parameter counts
 
@@ -499,17 +532,18 @@ def parse_preset(name: str) -> tuple[int, int]:
         raise ValueError(
             f"unknown model {name!r}; use 'thesis', 'clark', 'clark_tied', "
             f"a ResNet preset like {', '.join(PRESETS)} (or any b<blocks>c<channels>), "
-            "optionally with the suffix '_value'"
+            "optionally with the suffix '_value' or '_pv'"
         )
     return int(m.group(1)), int(m.group(2))
 
 
 def make_model(name: str, size: int, num_planes: int, **opts) -> nn.Module:
     """Build a model by name: ``"thesis"``, ``"clark"``, ``"clark_tied"``,
-    ``"b6c64"`` (ResNet policy; any ``b<N>c<M>``) or ``"b6c64_value"`` (ResNet
-    value net). ``opts`` go to the module (e.g. ``dtype=jnp.bfloat16``,
-    ``batch_norm=True``, ``activation="leaky_relu"``, ``filters=50``,
-    ``stem_kernel=5``); unknown options raise TypeError."""
+    ``"b6c64"`` (ResNet policy; any ``b<N>c<M>``), ``"b6c64_value"`` (ResNet
+    value net) or ``"b6c64_pv"`` (both heads on one trunk). ``opts`` go to
+    the module (e.g. ``dtype=jnp.bfloat16``, ``batch_norm=True``,
+    ``activation="leaky_relu"``, ``filters=50``, ``stem_kernel=5``); unknown
+    options raise TypeError."""
     if not isinstance(size, int) or not 2 <= size <= 25:
         raise ValueError(f"board size must be an integer in 2..25, got {size!r}")
     if not isinstance(num_planes, int) or num_planes < 1:
@@ -520,6 +554,9 @@ def make_model(name: str, size: int, num_planes: int, **opts) -> nn.Module:
         if name == "clark_tied":
             opts = {**opts, "tied": True}
         return ClarkStorkeyCNN(size=size, num_planes=num_planes, **opts)
+    if name.endswith("_pv"):
+        blocks, channels = parse_preset(name[: -len("_pv")])
+        return ResNetPolicyValue(size=size, num_planes=num_planes, blocks=blocks, channels=channels, **opts)
     if name.endswith("_value"):
         blocks, channels = parse_preset(name[: -len("_value")])
         return ResNetValue(size=size, num_planes=num_planes, blocks=blocks, channels=channels, **opts)

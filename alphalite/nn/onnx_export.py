@@ -8,7 +8,8 @@ batch norm is folded into the convolution before it (``W * s``, ``b - m * s``
 with ``s = scale / sqrt(var + eps)``), the trunk runs channels-first (what
 ONNX's Conv takes), and the heads flatten in our channels-last order so the
 dense weights are used as they are. Outputs: policy logits ``[B, H*W+1]``,
-or the value ``[B]`` in [-1, 1]. The batch dimension is free."""
+or the value ``[B]`` in [-1, 1], or both (``ResNetPolicyValue``: outputs
+``logits`` and ``value``). The batch dimension is free."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def to_onnx(model, variables: dict):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    if not isinstance(model, (nets.ResNetPolicy, nets.ResNetValue)):
+    if not exportable(model):
         raise ValueError(f"ONNX export covers the ResNet nets, not {type(model).__name__}")
     p, st, eps = variables["params"], variables.get("batch_stats", {}), nets.BN_EPSILON
     n, planes = model.size, model.num_planes
@@ -75,41 +76,103 @@ def to_onnx(model, variables: dict):
         return node("Gemm", [x, const(np.asarray(d["kernel"], np.float32), "w"),
                              const(np.asarray(d["bias"], np.float32), "b")])
 
-    if isinstance(model, nets.ResNetPolicy):
-        out = dense(head("policy"), p["policy_dense"])
-        out_info = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", n * n + 1])
-    else:
+    def policy_head(out_name):
+        dense(head("policy"), p["policy_dense"])
+        nodes[-1].output[0] = out_name
+        return helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["batch", n * n + 1])
+
+    def value_head(out_name):
         v = dense(node("Relu", [dense(head("value"), p["value_hidden"])]), p["value_out"])
         out = node("Tanh", [node("Flatten", [v], axis=0)])
-        out = node("Reshape", [out, const(np.array([-1], np.int64), "shape")])
-        out_info = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch"])
-    nodes[-1].output[0] = "out"
+        node("Reshape", [out, const(np.array([-1], np.int64), "shape")])
+        nodes[-1].output[0] = out_name
+        return helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["batch"])
+
+    if isinstance(model, nets.ResNetPolicy):
+        outs = [policy_head("out")]
+    elif isinstance(model, nets.ResNetValue):
+        outs = [value_head("out")]
+    else:
+        outs = [policy_head("logits"), value_head("value")]
     graph = helper.make_graph(nodes, type(model).__name__,
                               [helper.make_tensor_value_info("planes", TensorProto.FLOAT, ["batch", n, n, planes])],
-                              [out_info], inits)
+                              outs, inits)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="alphalite")
     onnx.checker.check_model(proto)
     return proto
 
 
-def session(model, variables: dict, threads: int = 0):
+def session(model, variables: dict, threads: int = 0, spinning: bool = False, proto: bytes | None = None):
     """An ONNX Runtime inference session of the net (``threads`` 0: ORT's
-    default, one per core). Call ``sess.run(None, {"planes": x})[0]``."""
+    default, one per core). Call ``sess.run(None, {"planes": x})[0]``.
+    ``spinning``: ORT's workers spin after each call (its default), taking
+    the cores from the search's own work between calls; off unless asked."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
         opts.intra_op_num_threads = threads
-    # ORT's workers spin after each call by default, taking the cores from
-    # the search's own work between calls.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(to_onnx(model, variables).SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    proto = to_onnx(model, variables).SerializeToString() if proto is None else proto
+    return ort.InferenceSession(proto, opts, providers=["CPUExecutionProvider"])
+
+
+def split_runner(sessions):
+    """Run a batch as ``len(sessions)`` slices at once, one session per slice
+    on its own thread (ORT lets go of the GIL while it runs): data parallel
+    over the cores, with no synchronisation inside a layer. Returns
+    ``run(x) -> outputs`` (the slices' outputs concatenated)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(len(sessions) - 1)
+    n = len(sessions)
+
+    def run(x):
+        cuts = np.linspace(0, len(x), n + 1).astype(int)
+        futures = [pool.submit(s.run, None, {"planes": x[a:b]})
+                   for s, a, b in zip(sessions[1:], cuts[1:-1], cuts[2:])]
+        first = sessions[0].run(None, {"planes": x[: cuts[1]]})
+        parts = [first] + [f.result() for f in futures]
+        return [np.concatenate([p[i] for p in parts]) for i in range(len(first))]
+
+    return run
+
+
+def fastest_runner(model, variables: dict, batch: int, rounds: int = 3):
+    """The fastest way here and now to run back-to-back batches of ``batch``
+    rows: one thread; all cores, with and without spinning; one single-thread
+    session per core, each on a slice (``split_runner``). Timed in
+    interleaved rounds, best of ``rounds``, so a busy host picks what is
+    fastest on it. Returns (``run(x) -> outputs``, label)."""
+    import os
+    import time
+
+    proto = to_onnx(model, variables).SerializeToString()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    runners = {"1 thread": session(model, variables, 1, False, proto)}
+    if cores > 1:
+        runners[f"{cores} threads"] = session(model, variables, cores, False, proto)
+        runners[f"{cores} threads spinning"] = session(model, variables, cores, True, proto)
+    runners = {k: (lambda x, s=s: s.run(None, {"planes": x})) for k, s in runners.items()}
+    if cores > 1 and batch >= 2 * cores:
+        runners[f"{cores} sessions x 1 thread"] = split_runner(
+            [session(model, variables, 1, False, proto) for _ in range(cores)])
+    x = np.zeros((batch, model.size, model.size, model.num_planes), np.float32)
+    best = {k: float("inf") for k in runners}
+    for _ in range(rounds):
+        for k, run in runners.items():
+            run(x)
+            t = time.perf_counter()
+            run(x)
+            run(x)
+            best[k] = min(best[k], time.perf_counter() - t)
+    label = min(best, key=best.get)
+    return runners[label], label
 
 
 def exportable(model) -> bool:
-    return isinstance(model, (nets.ResNetPolicy, nets.ResNetValue))
+    return isinstance(model, (nets.ResNetPolicy, nets.ResNetValue, nets.ResNetPolicyValue))
 
 
 def policy_value_fn(policy_model, policy_variables: dict, value_model=None, value_variables: dict | None = None,
@@ -129,4 +192,26 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
         values = np.zeros(len(x), np.float32) if value is None else value.run(None, {"planes": x})[0]
         return priors, values
 
+    return net_fn
+
+
+def pv_fn(model, variables: dict, threads: int = 0, tune_batch: int = 0):
+    """A policy-value net (``nets.ResNetPolicyValue``) on ONNX Runtime with
+    the contract of ``policy_value_fn``: ``net_fn(params, planes, legal) ->
+    (priors [B, A], values [B])``, one session run for both heads.
+    ``tune_batch`` > 0: run as ``fastest_runner`` finds fastest at that
+    batch (``net_fn.setting`` names how)."""
+    if tune_batch > 0:
+        run, setting = fastest_runner(model, variables, tune_batch)
+    else:
+        sess = session(model, variables, threads)
+        run, setting = (lambda x: sess.run(None, {"planes": x})), f"{threads or 'default'} threads"
+
+    def net_fn(params, planes, legal):
+        logits, values = run(np.ascontiguousarray(planes, np.float32))
+        logits = np.where(legal, logits, -np.inf)
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32), values
+
+    net_fn.setting = setting
     return net_fn
