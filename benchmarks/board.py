@@ -64,12 +64,12 @@ def record_playouts(size, superko, ngames, seed, zob, moves, lengths, finals):
     for g in range(ngames):
         bd.copy_board(B, template)
         n = 0
-        while n < max_moves and B[bd.B_META][bd.M_PASSES] < 2:
+        while n < max_moves and B.meta[bd.M_PASSES] < 2:
             bd.playout(B, rng, 1)
-            moves[g, n] = B[bd.B_META][bd.M_LAST]
+            moves[g, n] = B.meta[bd.M_LAST]
             n += 1
         lengths[g] = n
-        color = B[bd.B_COLOR]
+        color = B.color
         for r in range(size):
             for c in range(size):
                 finals[g, r * size + c] = color[(r + 1) * W + c + 1]

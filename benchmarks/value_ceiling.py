@@ -46,7 +46,7 @@ def play_on(boards, net, temperature, rng, until):
     planes = np.zeros((len(boards), size, size, features.num_planes(net["preset"])), np.float32)
     masks = np.ones((len(boards), size * size + 1), np.bool_)
     own = np.zeros(size * size, np.int8)
-    meta = [b[board.B_META] for b in boards]
+    meta = [b.meta for b in boards]
     live = np.array([m[board.M_PASSES] < 2 and m[board.M_MOVES] < until for m in meta])
     while live.any():
         rows = np.flatnonzero(live)
@@ -85,7 +85,7 @@ def main() -> None:
         t0 = time.time()
         pre = [board.new_game(size, a.komi).copy_tuple(extra_history=cap + 1) for _ in range(N)]
         play_on(pre, sl, 1.0, rng, M)
-        pre = [b for b in pre if b[board.B_META][board.M_MOVES] == M]  # games over before M drop out
+        pre = [b for b in pre if b.meta[board.M_MOVES] == M]  # games over before M drop out
         copies = []
         for b in pre:
             for _ in range(K):

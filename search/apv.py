@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from alphalite.go.board import B_HIST, B_ZOB, GoState, copy_board, default_max_moves, legal_mask
+from alphalite.go.board import GoState, copy_board, default_max_moves, legal_mask
 from search import apv_kernels as K
 from search.params import SearchParams
 from search.tree import analysis_rows
@@ -241,7 +241,7 @@ class _Run:
         self.s, self.state, self.lanes = search, state, lanes
         self.max_sims, self.t_end, self.callback, self.t0 = max_sims, t_end, callback, t0
         self.root = state.board_tuple
-        self.zob = self.root[B_ZOB]
+        self.zob = self.root.zob
         self.cfg = search.cfg(float(state.komi))
         self.lam = float(search.sp.lam)
         cap = search.initial_nodes if max_sims is None else max_sims + 2 * len(lanes) * search.m + 2

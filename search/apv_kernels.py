@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import patterns
-from alphalite.go.board import (B_META, B_ZOB, M_NHIST, M_PASSES, M_TOPLAY, copy_board, legal_mask, owners_into,
+from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, copy_board, legal_mask, owners_into,
                                 play_flat, result_for)
 from alphalite.nn.features import encode_into
 from search.tree import subtree_nodes
@@ -319,8 +319,8 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
             t.children_index[node, a] = c
             t.parents[c] = node
             t.action[c] = a
-            t.to_play[c] = S[B_META][M_TOPLAY]
-            t.terminal[c] = S[B_META][M_PASSES] >= 2
+            t.to_play[c] = S.meta[M_TOPLAY]
+            t.terminal[c] = S.meta[M_PASSES] >= 2
         node = c
 
 
@@ -332,7 +332,7 @@ def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, 
     Positions on the paths that the network has not seen are added to queue
     ``q`` while it has room. Returns the descents made (fewer only when the
     tree is full)."""
-    zob = root[B_ZOB]
+    zob = root.zob
     cap = t.parents.shape[0]
     for k in range(m):
         if t.counter[0] + 1 >= cap:
@@ -357,7 +357,7 @@ def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf
         if leaf_kind[k] == LEAF_ROLLOUT:
             played += 1
             S = board_k(scr, zob, k)
-            me = S[B_META][M_TOPLAY]
+            me = S.meta[M_TOPLAY]
             patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
             leaf_value[k] = result_for(S, komi, me)
             owners_into(S, own_buf)
@@ -396,7 +396,7 @@ def apply_net(t, nodes, priors, values, n, lam):
 
 def hist_room(root_board, max_moves: int, max_depth: int) -> int:
     """History length a scratch board needs for a path and a rollout."""
-    return int(root_board[B_META][M_NHIST]) + max_depth + max_moves + 16
+    return int(root_board.meta[M_NHIST]) + max_depth + max_moves + 16
 
 
 def check(t: ApvTree) -> None:

@@ -97,10 +97,6 @@ from numba import njit
 
 from alphalite.go import board as _board
 from alphalite.go.board import (
-    B_COLOR,
-    B_HIST,
-    B_META,
-    B_ZOB,
     M_NHIST,
     M_PASSES,
     M_TOPLAY,
@@ -147,11 +143,11 @@ class Leaves:
     def state(self, i: int) -> GoState:
         """A ``GoState`` copy of leaf ``i`` (slow path, for tests and simple evaluators)."""
         b = self.boards[i]
-        nh = int(b[B_META][M_NHIST])
+        nh = int(b.meta[M_NHIST])
         hist = np.zeros(max(nh + 1, 2 * self.size * self.size + 16), np.int64)
-        hist[:nh] = b[B_HIST][:nh]
+        hist[:nh] = b.hist[:nh]
         tup = tuple(a.copy() for a in b[:B_HIST]) + (hist,) + tuple(a.copy() for a in b[B_HIST + 1 : B_ZOB]) \
-            + (b[B_ZOB],)
+            + (b.zob,)
         return GoState(self.size, self.komi, self.superko, self.suicide, tup)
 
     def states(self) -> list[GoState]:
@@ -221,7 +217,7 @@ def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root
     L = LeafSlots(*leaves)
     ci, cvl, nvl, par, act = T.children_index, T.children_virtual, T.node_virtual, T.parents, T.action_from_parent
     ntp, nterm, nexp, nval, counter = T.node_to_play, T.node_terminal, T.node_expanded, T.node_value, T.counter
-    zob = root[B_ZOB]
+    zob = root.zob
     m = 0
     got = 0
     n_new = 0
@@ -257,7 +253,7 @@ def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root
                 ci[node, a] = c
                 par[c] = node
                 act[c] = a
-                meta = S[B_META]
+                meta = S.meta
                 ntp[c] = meta[M_TOPLAY]
                 node = c
                 if meta[M_PASSES] >= 2:
@@ -362,7 +358,7 @@ class _Scratch:
             n = hist_cap if i == B_HIST else a.shape[0]
             arrays.append(np.zeros((slots, n), a.dtype))
         self.arrays = tuple(arrays)
-        zob = root_board[B_ZOB]
+        zob = root_board.zob
         self.views = [tuple(a[k] for a in self.arrays) + (zob,) for k in range(slots)]
 
 
@@ -385,15 +381,15 @@ def _same_position(a: GoState, b: GoState) -> bool:
         return True
     if (a.size, a.komi, a.superko, a.suicide) != (b.size, b.komi, b.superko, b.suicide):
         return False
-    ma, mb = a.board_tuple[B_META], b.board_tuple[B_META]
+    ma, mb = a.board_tuple.meta, b.board_tuple.meta
     if not np.array_equal(ma, mb):
         # generation counters may differ; compare the rules-relevant slots
         keep = [_board.M_TOPLAY, _board.M_KO, _board.M_PASSES, _board.M_HASH, M_NHIST]
         if not np.array_equal(ma[keep], mb[keep]):
             return False
     nh = int(ma[M_NHIST])
-    return (np.array_equal(a.board_tuple[B_HIST][:nh], b.board_tuple[B_HIST][:nh])
-            and np.array_equal(a.board_tuple[B_COLOR], b.board_tuple[B_COLOR]))
+    return (np.array_equal(a.board_tuple.hist[:nh], b.board_tuple.hist[:nh])
+            and np.array_equal(a.board_tuple.color, b.board_tuple.color))
 
 
 def _evaluate(evaluate_fn, params, leaves: Leaves, A: int):
@@ -455,10 +451,10 @@ def run_mcts(
 
     def leaves_for(scr, n, legal):
         seeds = gen.integers(0, 2**62, size=n, dtype=np.int64)
-        return Leaves(scr.views[:n], legal[:n], scr.arrays[B_META][:n, M_TOPLAY].astype(np.int8), seeds,
+        return Leaves(scr.views[:n], legal[:n], scr.arrays.meta[:n, M_TOPLAY].astype(np.int8), seeds,
                       size, komi, root_state.superko, root_state.suicide)
 
-    root_nhist = int(root_board[B_META][M_NHIST])
+    root_nhist = int(root_board.meta[M_NHIST])
     slots = max(1, batch_size)
     scratch = None
     max_attempts = 2 * batch_size

@@ -61,7 +61,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from numba import njit
 
-from alphalite.go.board import (B_HIST, B_META, B_ZOB, M_MOVES, M_PASSES, M_TOPLAY, candidates_into,
+from alphalite.go.board import (M_MOVES, M_PASSES, M_TOPLAY, candidates_into,
                                 copy_board, init_board, play_flat, result_for, zobrist_table)
 from alphalite.nn.features import encode_into, num_planes, preset_id
 from search.apv_kernels import board_k, set_priors
@@ -108,7 +108,7 @@ def stacked_boards(k: int, size: int, hist_cap: int, superko: bool = True, suici
     fresh = init_board(size, superko, suicide, zobrist_table(), hist_cap)
     arrays = tuple(np.zeros((k, hist_cap if i == B_HIST else a.shape[0]), a.dtype)
                    for i, a in enumerate(fresh[:B_ZOB]))
-    zob = fresh[B_ZOB]
+    zob = fresh.zob
     for g in range(k):
         copy_board(board_k(arrays, zob, g), fresh)
     return arrays, zob, fresh
@@ -158,7 +158,7 @@ def reset_roots(T, per_game, games, zob, live, own):
         clear_block(T, per_game, g)
         B = board_k(games, zob, g)
         T.counter[g] = 1
-        T.node_to_play[base] = B[B_META][M_TOPLAY]
+        T.node_to_play[base] = B.meta[M_TOPLAY]
         candidates_into(B, own, T.children_legal[base], False)
 
 
@@ -216,7 +216,7 @@ def select_leaves(T, per_game, games, scr, zob, live, cfg, gumbel, table, planes
                 T.children_index[node, a] = c
                 T.parents[c] = node
                 T.action_from_parent[c] = a
-                meta = S[B_META]
+                meta = S.meta
                 T.node_to_play[c] = meta[M_TOPLAY]
                 node = c
                 if meta[M_PASSES] >= 2:
@@ -299,7 +299,7 @@ def play_moves(games, zob, live, actions):
     for g in range(live.shape[0]):
         if live[g]:
             B = board_k(games, zob, g)
-            if play_flat(B, actions[g], B[B_META][M_TOPLAY]) != 0:
+            if play_flat(B, actions[g], B.meta[M_TOPLAY]) != 0:
                 raise RuntimeError("multigame: the chosen move is illegal")
 
 
@@ -389,10 +389,10 @@ class MultiSearch:
         return board_k(self.games, self.zob, g)
 
     def move_number(self, g: int) -> int:
-        return int(self.games[B_META][g, M_MOVES])
+        return int(self.games.meta[g, M_MOVES])
 
     def passes(self, g: int) -> int:
-        return int(self.games[B_META][g, M_PASSES])
+        return int(self.games.meta[g, M_PASSES])
 
     def search(self, net_fn: Callable, params: Any, live: np.ndarray, gen: np.random.Generator) -> MoveSearch:
         """One move's search in every ``live`` game (bool [K])."""

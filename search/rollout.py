@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import board, patterns
-from alphalite.go.board import B_HIST, B_META, M_NHIST, M_TOPLAY, area, copy_board, init_board, playout, zobrist_table
+from alphalite.go.board import M_NHIST, M_TOPLAY, area, copy_board, init_board, playout, zobrist_table
 
 
 @njit(cache=True, inline="always")
@@ -34,7 +34,7 @@ def _margin(B, komi):
 
 @njit(cache=True)
 def rollout_value(B, scratch, rng, max_moves, komi, n):
-    me = B[B_META][M_TOPLAY]
+    me = B.meta[M_TOPLAY]
     total = 0.0
     for _ in range(n):
         copy_board(scratch, B)
@@ -55,7 +55,7 @@ def pattern_rollout_margin(B, rng, max_moves, komi, tab, w):
 @njit(cache=True)
 def pattern_rollout_value(B, scratch, rng, max_moves, komi, n, tab, w):
     """``rollout_value`` with the pattern rollout policy (table ``tab``, weights ``w``)."""
-    me = B[B_META][M_TOPLAY]
+    me = B.meta[M_TOPLAY]
     base = patterns.state_for(B)
     S = patterns.new_state(scratch)
     total = 0.0
@@ -89,7 +89,7 @@ class PatternPolicy:
 
     def priors(self, B) -> np.ndarray:
         """float64 [size*size+1]: move probabilities on board tuple ``B``."""
-        out = np.zeros(int(B[B_META][0]) ** 2 + 1, np.float64)
+        out = np.zeros(int(B.meta[0]) ** 2 + 1, np.float64)
         patterns.probabilities(B, patterns.state_for(B), self.tab, self.w, self.row, out)
         return out
 
@@ -101,10 +101,10 @@ class RolloutScratch:
         self.board = None
 
     def get(self, B, max_moves: int):
-        size = int(B[B_META][0])
-        need = int(B[B_META][M_NHIST]) + max_moves + 8
+        size = int(B.meta[0])
+        need = int(B.meta[M_NHIST]) + max_moves + 8
         b = self.board
-        if b is None or b[B_META][0] != size or b[B_HIST].shape[0] < need:
+        if b is None or b.meta[0] != size or b.hist.shape[0] < need:
             self.board = init_board(size, True, False, zobrist_table(), need)
         return self.board
 

@@ -172,7 +172,7 @@ def run_games(net_fn: Callable, params: Any, n_games: int, *, size: int, config:
         for g in np.flatnonzero(live):
             s = slots[g]
             if resign[g]:
-                ended, who = "resign", ms.board(g)[board.B_META][board.M_TOPLAY]
+                ended, who = "resign", ms.board(g).meta[board.M_TOPLAY]
             elif ms.passes(g) >= 2:
                 ended, who = "passes", 0
             elif len(s.moves) >= ms.max_moves:

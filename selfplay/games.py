@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from alphalite.go import board, sgf
-from alphalite.go.board import B_META, M_PASSES, candidates, candidates_into
+from alphalite.go.board import M_PASSES, candidates, candidates_into
 
 
 @dataclasses.dataclass
@@ -238,7 +238,7 @@ def play_policy_games(
                 raise RuntimeError(f"self-play chose an illegal move {m}: {board.REASONS[why]}")
             moves[g, n_played[g]] = m
             n_played[g] += 1
-            if boards[g][B_META][M_PASSES] >= 2 or n_played[g] >= max_moves:
+            if boards[g].meta[M_PASSES] >= 2 or n_played[g] >= max_moves:
                 live[g] = False
         step += 1
         if progress is not None:
@@ -248,7 +248,7 @@ def play_policy_games(
     for g in range(n_games):
         t = int(n_played[g])
         b, w = board.area(boards[g])
-        over = boards[g][B_META][M_PASSES] >= 2
+        over = boards[g].meta[M_PASSES] >= 2
         games.append(Game(size, float(komi), moves[g, :t].copy(),
                           np.where(np.arange(t) % 2 == 0, 1, -1).astype(np.int8),
                           float(b - w - komi), players[black[g]].name, players[white[g]].name,

@@ -126,7 +126,7 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
                 raise RuntimeError(f"value self-play chose an illegal move {m}")
             moves[g, n_played[g]] = m
             n_played[g] += 1
-            if boards[g][board.B_META][board.M_PASSES] >= 2 or n_played[g] >= max_moves:
+            if boards[g].meta[board.M_PASSES] >= 2 or n_played[g] >= max_moves:
                 live[g] = False
                 finished_at[g] = step
                 # the training position (before move U+1) must exist in the record
@@ -137,7 +137,7 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
     for g in np.flatnonzero((finished_at >= 0) & ~dropped):
         t = int(n_played[g])
         b, w = board.area(boards[g])
-        over = boards[g][board.B_META][board.M_PASSES] >= 2
+        over = boards[g].meta[board.M_PASSES] >= 2
         out.append({"moves": moves[g, :t].copy(), "random_move": int(U[g]), "score": float(b - w - komi),
                     "ended": "passes" if over else "move cap"})
     return out

@@ -437,8 +437,8 @@ def test_replay_kernel_matches_play_and_stops_at_illegal():
         t = bd.play(t, m)
     b = bd.new_game(9).copy_tuple(extra_history=100)
     assert bd.replay(b, np.array(seq, np.int64), len(seq)) == len(seq)
-    assert np.array_equal(b[bd.B_COLOR], t.board_tuple[bd.B_COLOR])
-    assert b[bd.B_META][bd.M_HASH] == t.hash
+    assert np.array_equal(b.color, t.board_tuple.color)
+    assert b.meta[bd.M_HASH] == t.hash
     bad = np.array(seq[:10] + [seq[3]] + seq[11:], np.int64)  # replays an occupied point
     b = bd.new_game(9).copy_tuple(extra_history=100)
     assert bd.replay(b, bad, len(bad)) == 10

@@ -329,7 +329,7 @@ def test_encode_into_is_callable_from_numba():
     @njit
     def replay_and_encode(B, moves, pid, out):
         for i in range(moves.shape[0]):
-            board.play_flat(B, moves[i], B[board.B_META][board.M_TOPLAY])
+            board.play_flat(B, moves[i], B.meta[board.M_TOPLAY])
         features.encode_into(B, pid, out)
 
     s0 = board.new_game(9)

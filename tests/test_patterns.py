@@ -19,8 +19,8 @@ def _random_game(size, seed, moves):
     B = bd.new_game(size).copy_tuple(4 * moves)
     S = pt.new_state(B)
     for _ in range(moves):
-        stone = int(B[bd.B_META][bd.M_TOPLAY])
-        legal = [p for p in range(len(B[bd.B_COLOR])) if B[bd.B_COLOR][p] == bd.EMPTY
+        stone = int(B.meta[bd.M_TOPLAY])
+        legal = [p for p in range(len(B.color)) if B.color[p] == bd.EMPTY
                  and bd.legal_reason(B, p, stone) == bd.LEGAL]
         if not legal:
             break
@@ -60,7 +60,7 @@ def _grid_point(r, c, s, size):
 def test_codes_invariant_under_symmetries():
     size = 9
     B, S = _random_game(size, 7, 60)
-    grid = B[bd.B_COLOR].reshape(size + 2, size + 2)[1:-1, 1:-1].copy()
+    grid = B.color.reshape(size + 2, size + 2)[1:-1, 1:-1].copy()
     m = int(S[2][1])
     mr, mc = m // (size + 2) - 1, m % (size + 2) - 1
     for s in range(8):
@@ -90,7 +90,7 @@ def test_liberty_buckets_match_board():
     for r in range(size):
         for c in range(size):
             p = _padded(r, c, size)
-            colour = B[bd.B_COLOR][p]
+            colour = B.color[p]
             if colour == 0:
                 continue
             k = pt._cell(B[0], B[1], B[3], p, 1)
@@ -146,7 +146,7 @@ def test_sampler_plays_legal_moves_and_fills_no_eye():
         B = bd.new_game(size).copy_tuple(4 * size * size)
         S = pt.new_state(B)
         for _ in range(3 * size * size):
-            meta = B[bd.B_META]
+            meta = B.meta
             if meta[bd.M_PASSES] >= 2:
                 break
             stone = int(meta[bd.M_TOPLAY])
@@ -154,7 +154,7 @@ def test_sampler_plays_legal_moves_and_fills_no_eye():
             ok = {p for p in range(len(B[0])) if B[0][p] == 0 and bd.legal_reason(B, p, stone) == bd.LEGAL
                   and not bd.is_eye(B[0], p, stone, W)}
             pt.rollout(B, S, tab, w, lcg, 1)
-            last = int(B[bd.B_META][bd.M_LAST])
+            last = int(B.meta[bd.M_LAST])
             if last == size * size:
                 assert not ok
             else:
@@ -229,10 +229,10 @@ def test_search_entry_points():
     B = st.copy_tuple(400)
     scratch = st.copy_tuple(400)
     v = pattern_rollout_value(B, scratch, np.array([9], np.int64), 300, 7.5, 8, tab, w)
-    assert -1.0 <= v <= 1.0 and B[bd.B_META][bd.M_MOVES] == 2  # B untouched
+    assert -1.0 <= v <= 1.0 and B.meta[bd.M_MOVES] == 2  # B untouched
     margin = pattern_rollout_margin(scratch, np.array([9], np.int64), 300, 7.5, tab, w)
     black, white = bd.area(scratch)
-    assert margin == black - white - 7.5 and scratch[bd.B_META][bd.M_PASSES] == 2
+    assert margin == black - white - 7.5 and scratch.meta[bd.M_PASSES] == 2
     pri = PatternPolicy(tab, w, pt.TREE, {}).priors(B)
     assert abs(pri.sum() - 1) < 1e-9 and pri[40] == 0 and pri[41] == 0 and pri[81] == 0
     # the tree policy's distance-1 weight makes the previous move's neighbours likelier

@@ -201,7 +201,7 @@ def test_games_are_legal_replayable_and_records_round_trip(tmp_path, tiny_pv, ro
         assert board.replay(B, game.moves.astype(np.int64), T) == T
         assert game.ended in ("passes", "move cap")
         if game.ended == "passes":
-            assert B[board.B_META][board.M_PASSES] >= 2
+            assert B.meta[board.M_PASSES] >= 2
         b, w = board.area(B)
         assert game.score == b - w - 0.5
         own = np.zeros(25, np.int8)

@@ -47,7 +47,7 @@ def test_runner_that_can_capture_a_chaser_escapes():
     d = FIRST_LINE.replace("..XO.....", "..XO.....").replace("...XXXXXX", "..OXXXXXX")
     s = _state(d, board.WHITE)
     B = s.board_tuple
-    assert B[board.B_LIBS][B[board.B_HEAD][_pt(8, 2)]] == 1
+    assert B.libs[B.head[_pt(8, 2)]] == 1
     assert not ladder_captured(B, _pt(8, 3))
 
 

@@ -631,8 +631,8 @@ def _expand_chunk(size, superko, zob, move_off, moves, colors, setup_off, setup_
         b = move_off[g + 1]
         cap = hist_cap if hist_cap > 2 * (b - a) + 16 else 2 * (b - a) + 16
         B = board.init_board(size, superko, False, zob, cap)
-        color = B[board.B_COLOR]
-        meta = B[board.B_META]
+        color = B.color
+        meta = B.meta
         s0 = setup_off[g]
         s1 = setup_off[g + 1]
         if s1 > s0:

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import board, patterns
-from alphalite.go.board import B_META, M_SIZE
+from alphalite.go.board import M_SIZE
 
 
 # ---------------------------------------------------------------- ownership
@@ -50,7 +50,7 @@ from alphalite.go.board import B_META, M_SIZE
 @njit(cache=True)
 def _ownership_counts(B, scratch, rng, n, max_moves, komi, black, white, margins, tab, w):
     # tab/w: a pattern rollout policy's table and weights; empty: uniform playouts
-    size = B[B_META][M_SIZE]
+    size = B.meta[M_SIZE]
     own = np.zeros(size * size, np.int8)
     for k in range(n):
         board.copy_board(scratch, B)

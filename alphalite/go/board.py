@@ -56,7 +56,7 @@ LEGAL, OCCUPIED, SUICIDE, KO, SUPERKO, GAME_OVER, OFF_BOARD = range(7)
 REASONS = ("legal", "occupied", "suicide", "ko", "superko", "game over", "off board")
 
 # Indices into the board tuple.
-B_COLOR, B_HEAD, B_NXT, B_LIBS, B_GSIZE, B_MARK, B_EMPT, B_EPOS, B_META, B_HIST, B_BLOOM, B_ZOB = range(12)
+B_ZOB = range(12)
 
 
 class IllegalMove(ValueError):
@@ -175,19 +175,19 @@ def copy_board(dst, src):
     """Copy board tuple ``src`` into ``dst`` of the same size, without
     allocating (playout loops reset a scratch board this way). ``dst``'s
     history must be at least as long as ``src``'s recorded part."""
-    P = src[B_COLOR].shape[0]
-    _copy(_borrow(dst[B_COLOR]), _borrow(src[B_COLOR]), P)
-    _copy(_borrow(dst[B_HEAD]), _borrow(src[B_HEAD]), P)
-    _copy(_borrow(dst[B_NXT]), _borrow(src[B_NXT]), P)
-    _copy(_borrow(dst[B_LIBS]), _borrow(src[B_LIBS]), P)
-    _copy(_borrow(dst[B_GSIZE]), _borrow(src[B_GSIZE]), P)
+    P = src.color.shape[0]
+    _copy(_borrow(dst.color), _borrow(src.color), P)
+    _copy(_borrow(dst.head), _borrow(src.head), P)
+    _copy(_borrow(dst.nxt), _borrow(src.nxt), P)
+    _copy(_borrow(dst.libs), _borrow(src.libs), P)
+    _copy(_borrow(dst.gsize), _borrow(src.gsize), P)
     # mark goes with meta's M_GEN, so scratch marks stay consistent
-    _copy(_borrow(dst[B_MARK]), _borrow(src[B_MARK]), P)
-    _copy(_borrow(dst[B_EMPT]), _borrow(src[B_EMPT]), src[B_EMPT].shape[0])
-    _copy(_borrow(dst[B_EPOS]), _borrow(src[B_EPOS]), P)
-    _copy(_borrow(dst[B_META]), _borrow(src[B_META]), N_META)
-    _copy(_borrow(dst[B_BLOOM]), _borrow(src[B_BLOOM]), BLOOM_WORDS)
-    _copy(_borrow(dst[B_HIST]), _borrow(src[B_HIST]), src[B_META][M_NHIST])
+    _copy(_borrow(dst.mark), _borrow(src.mark), P)
+    _copy(_borrow(dst.empt), _borrow(src.empt), src.empt.shape[0])
+    _copy(_borrow(dst.epos), _borrow(src.epos), P)
+    _copy(_borrow(dst.meta), _borrow(src.meta), N_META)
+    _copy(_borrow(dst.bloom), _borrow(src.bloom), BLOOM_WORDS)
+    _copy(_borrow(dst.hist), _borrow(src.hist), src.meta[M_NHIST])
 
 
 @njit(cache=True, inline="always")
@@ -295,7 +295,7 @@ def _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone):
 @njit(cache=True)
 def legal_reason(B, p, stone):
     """Why ``stone`` may not play at padded point ``p`` (LEGAL if it may)."""
-    return _legal(B[B_COLOR], B[B_HEAD], B[B_NXT], B[B_LIBS], B[B_META], B[B_HIST], B[B_BLOOM], B[B_ZOB],
+    return _legal(B.color, B.head, B.nxt, B.libs, B.meta, B.hist, B.bloom, B.zob,
                   p, stone)
 
 
@@ -378,7 +378,7 @@ def _push_last(meta, move):
 
 @njit(cache=True)
 def do_pass(B):
-    meta = B[B_META]
+    meta = B.meta
     size = meta[M_SIZE]
     meta[M_TOPLAY] = -meta[M_TOPLAY]
     meta[M_KO] = -1
@@ -528,8 +528,8 @@ def _place(color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, z
 @njit(cache=True)
 def place(B, p, stone):
     """Play ``stone`` at padded point ``p``; the caller has checked legality."""
-    _place(B[B_COLOR], B[B_HEAD], B[B_NXT], B[B_LIBS], B[B_GSIZE], B[B_MARK], B[B_EMPT], B[B_EPOS],
-           B[B_META], B[B_HIST], B[B_BLOOM], B[B_ZOB], p, stone)
+    _place(B.color, B.head, B.nxt, B.libs, B.gsize, B.mark, B.empt, B.epos,
+           B.meta, B.hist, B.bloom, B.zob, p, stone)
 
 
 @njit(cache=True)
@@ -537,16 +537,16 @@ def rebuild(B):
     """Recompute groups, liberties, empties and hash from the colours alone.
 
     Returns the number of groups left without liberties (an invalid setup)."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    nxt = B[B_NXT]
-    libs = B[B_LIBS]
-    gsize = B[B_GSIZE]
-    mark = B[B_MARK]
-    empt = B[B_EMPT]
-    epos = B[B_EPOS]
-    meta = B[B_META]
-    zob = B[B_ZOB]
+    color = B.color
+    head = B.head
+    nxt = B.nxt
+    libs = B.libs
+    gsize = B.gsize
+    mark = B.mark
+    empt = B.empt
+    epos = B.epos
+    meta = B.meta
+    zob = B.zob
     size = meta[M_SIZE]
     W = size + 2
     P = W * W
@@ -591,7 +591,7 @@ def rebuild(B):
     meta[M_HASH] = h
     meta[M_KO] = -1
     if meta[M_SUPERKO] != 0:
-        _remember(meta, B[B_HIST], B[B_BLOOM], h)
+        _remember(meta, B.hist, B.bloom, h)
     return dead
 
 
@@ -601,15 +601,15 @@ def set_up(B, points, colors):
     board (SGF AB/AW, handicap): the setup starts the position, so the
     superko history restarts from it. Returns ``rebuild``'s count of groups
     without liberties (0: a valid setup)."""
-    color = B[B_COLOR]
-    size = B[B_META][M_SIZE]
+    color = B.color
+    size = B.meta[M_SIZE]
     W = size + 2
     for i in range(points.shape[0]):
         m = points[i]
         r = m // size
         color[(r + 1) * W + (m - r * size) + 1] = colors[i]
-    B[B_META][M_NHIST] = 0
-    B[B_BLOOM][:] = 0
+    B.meta[M_NHIST] = 0
+    B.bloom[:] = 0
     return rebuild(B)
 
 
@@ -619,8 +619,8 @@ def restore(B, color, meta):
     of those two arrays of a board of the same size): groups rebuilt from
     the colours; side to move, ko, passes, captures and last moves from the
     snapshot; no superko history (superko off)."""
-    B[B_COLOR][:] = color
-    m = B[B_META]
+    B.color[:] = color
+    m = B.meta
     m[M_NHIST] = 0
     rebuild(B)
     gen = m[M_GEN]
@@ -637,7 +637,7 @@ def set_to_play(B, stone):
     """Make ``stone`` the player to move (GTP and SGF let either side move).
     A ko ban binds only the player who was next, so a change of side lifts
     it; the superko history stays."""
-    meta = B[B_META]
+    meta = B.meta
     if meta[M_TOPLAY] != stone:
         meta[M_TOPLAY] = stone
         meta[M_KO] = -1
@@ -647,13 +647,13 @@ def set_to_play(B, stone):
 def clear_passes(B):
     """Forget the consecutive passes, so that play goes on after two (GUIs
     continue games after a dispute)."""
-    B[B_META][M_PASSES] = 0
+    B.meta[M_PASSES] = 0
 
 
 @njit(cache=True)
 def play_flat(B, move, stone):
     """Check and play a flat move (pass = size*size); returns the reason code."""
-    meta = B[B_META]
+    meta = B.meta
     size = meta[M_SIZE]
     if move == size * size:
         do_pass(B)
@@ -662,16 +662,16 @@ def play_flat(B, move, stone):
         return OFF_BOARD
     r = move // size
     p = (r + 1) * (size + 2) + (move - r * size) + 1
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    nxt = B[B_NXT]
-    libs = B[B_LIBS]
-    hist = B[B_HIST]
-    bloom = B[B_BLOOM]
-    zob = B[B_ZOB]
+    color = B.color
+    head = B.head
+    nxt = B.nxt
+    libs = B.libs
+    hist = B.hist
+    bloom = B.bloom
+    zob = B.zob
     why = _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone)
     if why == LEGAL:
-        _place(color, head, nxt, libs, B[B_GSIZE], B[B_MARK], B[B_EMPT], B[B_EPOS], meta, hist, bloom, zob,
+        _place(color, head, nxt, libs, B.gsize, B.mark, B.empt, B.epos, meta, hist, bloom, zob,
                p, stone)
     return why
 
@@ -683,18 +683,18 @@ def replay(B, moves, n):
     Returns how many were played: ``n``, or the index of the first illegal
     move (the board then holds the position before it). One call for a whole
     game, so the board tuple is unpacked once rather than per move."""
-    color = _borrow(B[B_COLOR])
-    head = _borrow(B[B_HEAD])
-    nxt = _borrow(B[B_NXT])
-    libs = _borrow(B[B_LIBS])
-    gsize = _borrow(B[B_GSIZE])
-    mark = _borrow(B[B_MARK])
-    empt = _borrow(B[B_EMPT])
-    epos = _borrow(B[B_EPOS])
-    meta = _borrow(B[B_META])
-    hist = _borrow(B[B_HIST])
-    bloom = _borrow(B[B_BLOOM])
-    zob = _borrow(B[B_ZOB])
+    color = _borrow(B.color)
+    head = _borrow(B.head)
+    nxt = _borrow(B.nxt)
+    libs = _borrow(B.libs)
+    gsize = _borrow(B.gsize)
+    mark = _borrow(B.mark)
+    empt = _borrow(B.empt)
+    epos = _borrow(B.epos)
+    meta = _borrow(B.meta)
+    hist = _borrow(B.hist)
+    bloom = _borrow(B.bloom)
+    zob = _borrow(B.zob)
     size = meta[M_SIZE]
     W = size + 2
     for i in range(n):
@@ -716,14 +716,14 @@ def replay(B, moves, n):
 @njit(cache=True)
 def legal_mask(B, out):
     """Fill bool ``out[size*size+1]`` for the player to move (pass last)."""
-    color = _borrow(B[B_COLOR])
-    head = _borrow(B[B_HEAD])
-    nxt = _borrow(B[B_NXT])
-    libs = _borrow(B[B_LIBS])
-    meta = _borrow(B[B_META])
-    hist = _borrow(B[B_HIST])
-    bloom = _borrow(B[B_BLOOM])
-    zob = _borrow(B[B_ZOB])
+    color = _borrow(B.color)
+    head = _borrow(B.head)
+    nxt = _borrow(B.nxt)
+    libs = _borrow(B.libs)
+    meta = _borrow(B.meta)
+    hist = _borrow(B.hist)
+    bloom = _borrow(B.bloom)
+    zob = _borrow(B.zob)
     size = meta[M_SIZE]
     W = size + 2
     stone = meta[M_TOPLAY]
@@ -741,9 +741,9 @@ def owners_into(B, out):
     """Fill int8 ``out[size*size]`` with the Tromp-Taylor owner of each point:
     +1/-1 for stones and for empty regions that reach only that colour, 0 for
     empty points that reach both (or neither)."""
-    color = B[B_COLOR]
-    mark = B[B_MARK]
-    meta = B[B_META]
+    color = B.color
+    mark = B.mark
+    meta = B.meta
     size = meta[M_SIZE]
     W = size + 2
     meta[M_GEN] += 1
@@ -795,7 +795,7 @@ def owners_into(B, out):
 def area(B):
     """Tromp-Taylor (black points, white points): stones plus empty regions
     that reach only that colour."""
-    size = B[B_META][M_SIZE]
+    size = B.meta[M_SIZE]
     own = np.empty(size * size, np.int8)
     owners_into(B, own)
     black = 0
@@ -853,12 +853,12 @@ def is_self_atari(B, p, stone, lone_ok):
     ko capture counts. A capture of two or more stones never counts: it is
     no ko and wins material. ``lone_ok``: a lone stone (a throw-in or ko
     capture) is not counted."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    nxt = B[B_NXT]
-    libs = B[B_LIBS]
-    gsize = B[B_GSIZE]
-    W = B[B_META][M_SIZE] + 2
+    color = B.color
+    head = B.head
+    nxt = B.nxt
+    libs = B.libs
+    gsize = B.gsize
+    W = B.meta[M_SIZE] + 2
     cap = -1  # the one stone p captures (two or more return early)
     friend = False
     for i in range(4):
@@ -911,8 +911,8 @@ def candidates_into(B, own, out, allow_pass, no_self_atari=False):
     mover's group one liberty (``is_self_atari``). ``own`` is int8
     [size*size] scratch; ``B``'s scratch marks are touched (``owners_into``)."""
     legal_mask(B, out)
-    meta = B[B_META]
-    color = B[B_COLOR]
+    meta = B.meta
+    color = B.color
     size = meta[M_SIZE]
     n2 = size * size
     if meta[M_PASSES] >= 2:
@@ -950,7 +950,7 @@ def _saves(B, p, stone, W):
     """Whether ``stone`` at ``p`` saves a group of its in atari (the group
     then has more than one liberty): a point of one's own territory that
     must not be left out."""
-    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
+    color, head, libs = B.color, B.head, B.libs
     for q in (p - W, p + W, p - 1, p + 1):
         if color[q] == stone and libs[head[q]] == 1:
             return not is_self_atari(B, p, stone, False)
@@ -975,18 +975,18 @@ def playout(B, rng, max_moves):
 
     The rules are the board's own (superko, suicide). With superko on, the
     history must have room for ``max_moves`` more positions."""
-    color = _borrow(B[B_COLOR])
-    head = _borrow(B[B_HEAD])
-    nxt = _borrow(B[B_NXT])
-    libs = _borrow(B[B_LIBS])
-    gsize = _borrow(B[B_GSIZE])
-    mark = _borrow(B[B_MARK])
-    empt = _borrow(B[B_EMPT])
-    epos = _borrow(B[B_EPOS])
-    meta = _borrow(B[B_META])
-    hist = _borrow(B[B_HIST])
-    bloom = _borrow(B[B_BLOOM])
-    zob = _borrow(B[B_ZOB])
+    color = _borrow(B.color)
+    head = _borrow(B.head)
+    nxt = _borrow(B.nxt)
+    libs = _borrow(B.libs)
+    gsize = _borrow(B.gsize)
+    mark = _borrow(B.mark)
+    empt = _borrow(B.empt)
+    epos = _borrow(B.epos)
+    meta = _borrow(B.meta)
+    hist = _borrow(B.hist)
+    bloom = _borrow(B.bloom)
+    zob = _borrow(B.zob)
     W = meta[M_SIZE] + 2
     light = meta[M_SUPERKO] == 0
     played = 0
@@ -1054,20 +1054,20 @@ class GoState:
 
     @property
     def to_play(self) -> int:
-        return int(self._b[B_META][M_TOPLAY])
+        return int(self._b.meta[M_TOPLAY])
 
     @property
     def move_number(self) -> int:
-        return int(self._b[B_META][M_MOVES])
+        return int(self._b.meta[M_MOVES])
 
     @property
     def captures(self) -> tuple[int, int]:
-        m = self._b[B_META]
+        m = self._b.meta
         return int(m[M_CAPB]), int(m[M_CAPW])
 
     @property
     def passes(self) -> int:
-        return int(self._b[B_META][M_PASSES])
+        return int(self._b.meta[M_PASSES])
 
     @property
     def is_over(self) -> bool:
@@ -1075,23 +1075,23 @@ class GoState:
 
     @property
     def ko_point(self) -> int | None:
-        k = int(self._b[B_META][M_KO])
+        k = int(self._b.meta[M_KO])
         return None if k < 0 else coords.from_padded(k, self.size)
 
     @property
     def last_moves(self) -> list[int]:
         """Most recent first; pass is size*size."""
-        m = self._b[B_META]
+        m = self._b.meta
         return [int(x) for x in m[M_LAST : M_LAST + N_LAST] if x >= 0]
 
     @property
     def hash(self) -> int:
-        return int(self._b[B_META][M_HASH])
+        return int(self._b.meta[M_HASH])
 
     def copy_tuple(self, extra_history: int = 0):
         b = self._b
-        meta = b[B_META]
-        hist = b[B_HIST]
+        meta = b.meta
+        hist = b.hist
         need = int(meta[M_NHIST]) + extra_history
         if need > hist.shape[0]:
             new = np.zeros(max(need, 2 * hist.shape[0]), np.int64)
@@ -1099,7 +1099,7 @@ class GoState:
             hist = new
         else:
             hist = hist.copy()
-        return tuple(a.copy() for a in b[:B_HIST]) + (hist, b[B_BLOOM].copy(), b[B_ZOB])
+        return tuple(a.copy() for a in b[:B_HIST]) + (hist, b.bloom.copy(), b.zob)
 
     def __repr__(self):
         return f"GoState(size={self.size}, komi={self.komi}, to_play={self.to_play}, move={self.move_number})"
@@ -1144,8 +1144,8 @@ def play(state: GoState, move: int, color: int | None = None) -> GoState:
         raise ValueError(f"color must be +1 or -1, got {color!r}")
     b = state.copy_tuple(extra_history=1)
     if stone != state.to_play:
-        b[B_META][M_TOPLAY] = stone
-        b[B_META][M_KO] = -1  # a ko ban binds only the player who is next
+        b.meta[M_TOPLAY] = stone
+        b.meta[M_KO] = -1  # a ko ban binds only the player who is next
     why = play_flat(b, move, stone)
     if why != LEGAL:
         raise IllegalMove(move, state.size, REASONS[why])
@@ -1166,16 +1166,16 @@ def legal_moves(state: GoState) -> np.ndarray:
 def stones(state: GoState) -> np.ndarray:
     """int8 [size, size]: +1 black, -1 white, 0 empty; row 0 is the top line."""
     n = state.size
-    return state._b[B_COLOR].reshape(n + 2, n + 2)[1:-1, 1:-1].copy()
+    return state._b.color.reshape(n + 2, n + 2)[1:-1, 1:-1].copy()
 
 
 def liberties(state: GoState) -> np.ndarray:
     """int16 [size, size]: liberties of the group on each point, 0 where empty."""
     n = state.size
     b = state._b
-    libs = b[B_LIBS][b[B_HEAD].astype(np.int64)]
-    libs = np.where(b[B_COLOR] == EMPTY, 0, libs)
-    libs = np.where(b[B_COLOR] == WALL, 0, libs)
+    libs = b.libs[b.head.astype(np.int64)]
+    libs = np.where(b.color == EMPTY, 0, libs)
+    libs = np.where(b.color == WALL, 0, libs)
     return libs.reshape(n + 2, n + 2)[1:-1, 1:-1].astype(np.int16)
 
 
@@ -1216,7 +1216,7 @@ def setup(state: GoState, black=(), white=(), empty=()) -> GoState:
     The superko history is kept. Raises ValueError if a group is left
     without liberties."""
     b = state.copy_tuple(extra_history=1)
-    color = b[B_COLOR]
+    color = b.color
     for pts, value in ((black, BLACK), (white, WHITE), (empty, EMPTY)):
         for m in pts:
             if not 0 <= m < state.size * state.size:

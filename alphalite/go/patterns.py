@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go.board import (
-    B_COLOR, B_EMPT, B_HEAD, B_LIBS, B_META, B_NXT, EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
+    EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
     M_TOPLAY, M_LAST, WALL, borrow, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
@@ -78,7 +78,7 @@ def new_state(B):
     the one before, update generation), mark [P], ver [P]: the generation
     each point's code was last refreshed at). Codes are computed in
     full here; ``play`` keeps them current."""
-    P = B[B_COLOR].shape[0]
+    P = B.color.shape[0]
     pm = np.zeros(4, np.int64)
     pm[1] = -1
     pm[2] = -1
@@ -93,7 +93,7 @@ def state_for(B):
     record (the captures of the last move are not known there, so no nakade
     feature on the first move)."""
     S = new_state(B)
-    meta = B[B_META]
+    meta = B.meta
     size = meta[M_SIZE]
     for k in range(2):
         m = meta[M_LAST + k]
@@ -171,8 +171,8 @@ def _refresh(color, head, libs, codes, ver, stamp, q, W):
 @njit(cache=True)
 def recompute(B, S):
     """All codes from scratch (the reference ``play``'s update is tested against)."""
-    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
-    W = B[B_META][M_SIZE] + 2
+    color, head, libs = B.color, B.head, B.libs
+    W = B.meta[M_SIZE] + 2
     S[2][3] += 1
     for q in range(color.shape[0]):
         if color[q] != WALL:
@@ -213,8 +213,8 @@ def play(B, S, p, stone):
         do_pass(B)
         return
     # borrowed views: no reference counting in the many small calls below
-    color, head, nxt, libs = borrow(B[B_COLOR]), borrow(B[B_HEAD]), borrow(B[B_NXT]), borrow(B[B_LIBS])
-    W = B[B_META][M_SIZE] + 2
+    color, head, nxt, libs = borrow(B.color), borrow(B.head), borrow(B.nxt), borrow(B.libs)
+    W = B.meta[M_SIZE] + 2
     caps = S[1]
     n = 0
     for i in range(4):  # stones this move captures, before they go
@@ -271,8 +271,8 @@ def _bucket(n):
 def save_atari(B, p, stone):
     """``p`` is the last liberty of an own group, and playing there leaves
     the group two or more liberties (captures counted)."""
-    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
-    W = B[B_META][M_SIZE] + 2
+    color, head, libs = B.color, B.head, B.libs
+    W = B.meta[M_SIZE] + 2
     for i in range(4):
         q = neighbour(p, W, i)
         if color[q] == stone and libs[head[q]] == 1:
@@ -361,8 +361,8 @@ def features(B, S, p, stone, tree, nak, keys, raw=False):
     """The keys of candidate empty ``p`` for ``stone`` into ``keys``; returns
     how many. ``nak``: ``nakade_point(S, W)``, computed once a position.
     ``raw``: pattern keys as the board lies (for a table from ``load``)."""
-    color, head, libs = B[B_COLOR], B[B_HEAD], B[B_LIBS]
-    W = B[B_META][M_SIZE] + 2
+    color, head, libs = B.color, B.head, B.libs
+    W = B.meta[M_SIZE] + 2
     n = 0
     code = S[0][0 if stone == 1 else 1, p]
     keys[n] = _key(T_PAT3, code if raw else canon3(code))
@@ -503,20 +503,20 @@ def logits(B, S, tab, w, model, out):
     """Logits of every flat move for the player to move into ``out``
     [size*size+1]: illegal points and pass at -1e30 (the policies never
     pass while a legal point is left)."""
-    meta = B[B_META]
+    meta = B.meta
     size = meta[M_SIZE]
     W = size + 2
     stone = meta[M_TOPLAY]
     keys = np.empty(MAX_KEYS, np.int64)
     nak = nakade_point(S, W)
     out[:] = NEG
-    color = B[B_COLOR]
+    color = B.color
     for r in range(size):
         for c in range(size):
             p = (r + 1) * W + c + 1
             if color[p] != EMPTY:
                 continue
-            if legal_code(color, B[B_HEAD], B[B_NXT], B[B_LIBS], meta, B[9], B[10], B[11], p, stone) != LEGAL:
+            if legal_code(color, B.head, B.nxt, B.libs, meta, B[9], B[10], B[11], p, stone) != LEGAL:
                 continue
             n = features(B, S, p, stone, model == TREE, nak, keys)
             out[r * size + c] = score(tab, w, model, keys, n)
@@ -563,10 +563,10 @@ def rollout(B, S, tab, w, rng, max_moves):
     play the rollout policy to the end of the game on ``B``/``S``
     (sampling the softmax, never filling an own eye, passing only when no
     other move is left). Returns the moves played."""
-    meta = borrow(B[B_META])
+    meta = borrow(B.meta)
     W = meta[M_SIZE] + 2
-    color = borrow(B[B_COLOR])
-    empt = borrow(B[B_EMPT])
+    color = borrow(B.color)
+    empt = borrow(B.empt)
     tab = borrow(tab)
     w = borrow(w)
     P = color.shape[0]
@@ -603,7 +603,7 @@ def rollout(B, S, tab, w, rng, max_moves):
             for i in range(12):
                 r = m // W + OFF12[i, 0]
                 c = m % W + OFF12[i, 1]
-                v = 1 if (r < 0 or c < 0 or r >= W or c >= W) else _cell(color, B[B_HEAD], B[B_LIBS], r * W + c, stone)
+                v = 1 if (r < 0 or c < 0 or r >= W or c >= W) else _cell(color, B.head, B.libs, r * W + c, stone)
                 base |= np.int64(v) << (3 * i)
             for i in range(12):
                 q = m + OFF12[i, 0] * W + OFF12[i, 1]
@@ -638,7 +638,7 @@ def rollout(B, S, tab, w, rng, max_moves):
                     break
             if pick < 0:
                 break
-            if is_eye(color, pick, stone, W) or legal_code(color, B[B_HEAD], B[B_NXT], B[B_LIBS], meta, B[9],
+            if is_eye(color, pick, stone, W) or legal_code(color, B.head, B.nxt, B.libs, meta, B[9],
                                                         B[10], B[11], pick, stone) != LEGAL:
                 skip[pick] = turn
                 total -= dyn[pick] if dmark[pick] == turn else gam[pick]

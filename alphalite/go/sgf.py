@@ -302,7 +302,7 @@ def replay_moves(size, setup_points, setup_colors, moves, colors, superko, suici
     and the reason is board.GAME_OVER.
     """
     B = board.init_board(size, superko, suicide, zob, 2 * moves.shape[0] + 16)
-    meta = B[board.B_META]
+    meta = B.meta
     if setup_points.shape[0] > 0:
         if board.set_up(B, setup_points, setup_colors) != 0:
             return 0, -1  # a setup group without liberties

@@ -20,13 +20,6 @@ import numpy as np
 from numba import njit
 
 from alphalite.go.board import (
-    B_BLOOM,
-    B_COLOR,
-    B_GSIZE,
-    B_HEAD,
-    B_LIBS,
-    B_META,
-    B_ZOB,
     EMPTY,
     LEGAL,
     M_CAPB,
@@ -62,9 +55,9 @@ def _flat(p, W):
 @njit(cache=True)
 def _liberty_of(B, g):
     """The one liberty of the group at ``g`` (the caller knows it has one)."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    W = B[B_META][M_SIZE] + 2
+    color = B.color
+    head = B.head
+    W = B.meta[M_SIZE] + 2
     h = head[g]
     n = color.shape[0]
     for q in range(n):
@@ -80,9 +73,9 @@ def _liberty_of(B, g):
 @njit(cache=True)
 def _liberties2(B, g):
     """The two liberties of the group at ``g`` (the caller knows it has two)."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    W = B[B_META][M_SIZE] + 2
+    color = B.color
+    head = B.head
+    W = B.meta[M_SIZE] + 2
     h = head[g]
     a = -1
     for q in range(color.shape[0]):
@@ -102,10 +95,10 @@ def _liberties2(B, g):
 @njit(cache=True)
 def _can_capture_neighbour(B, g):
     """True if a chaser group next to the runner group at ``g`` is in atari."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    libs = B[B_LIBS]
-    W = B[B_META][M_SIZE] + 2
+    color = B.color
+    head = B.head
+    libs = B.libs
+    W = B.meta[M_SIZE] + 2
     runner = color[g]
     h = head[g]
     for q in range(color.shape[0]):
@@ -123,11 +116,11 @@ def runner_escapes(B, g):
     """Runner group at ``g`` has one liberty and is to move: can it get out?"""
     if _can_capture_neighbour(B, g):
         return True
-    W = B[B_META][M_SIZE] + 2
+    W = B.meta[M_SIZE] + 2
     S = clone(B)
-    if play_flat(S, _flat(_liberty_of(B, g), W), B[B_COLOR][g]) != LEGAL:
+    if play_flat(S, _flat(_liberty_of(B, g), W), B.color[g]) != LEGAL:
         return False
-    n = S[B_LIBS][S[B_HEAD][g]]
+    n = S.libs[S.head[g]]
     if n != 2:
         return n >= 3
     return not chaser_captures(S, g)
@@ -144,8 +137,8 @@ def chaser_captures(B, g):
     up. It runs on an explicit stack (Numba's cache mishandles recursion);
     level d's board is the root's replayed with the d (atari, extension)
     pairs in ``seq``."""
-    runner = B[B_COLOR][g]
-    W = B[B_META][M_SIZE] + 2
+    runner = B.color[g]
+    W = B.meta[M_SIZE] + 2
     seq = np.empty((LADDER_DEPTH, 2), np.int64)
     opt = np.zeros(LADDER_DEPTH, np.int64)
     work = clone(B)
@@ -162,7 +155,7 @@ def chaser_captures(B, g):
             play_flat(work, seq[i, 0], -runner)
             play_flat(work, seq[i, 1], runner)
         p = _liberties2(work, g)[opt[d]]
-        if p < 0 or play_flat(work, _flat(p, W), -runner) != LEGAL or work[B_LIBS][work[B_HEAD][g]] != 1:
+        if p < 0 or play_flat(work, _flat(p, W), -runner) != LEGAL or work.libs[work.head[g]] != 1:
             opt[d] += 1
             continue
         if _can_capture_neighbour(work, g):
@@ -171,7 +164,7 @@ def chaser_captures(B, g):
         lib = _liberty_of(work, g)
         if play_flat(work, _flat(lib, W), runner) != LEGAL:
             return True
-        n = work[B_LIBS][work[B_HEAD][g]]
+        n = work.libs[work.head[g]]
         if n <= 1:
             return True
         if n >= 3 or d + 1 >= LADDER_DEPTH:
@@ -188,7 +181,7 @@ def ladder_captured(B, g):
     """Whether the group at ``g`` is lost to a ladder. In atari: its side is to
     move and runs. With two liberties: the other side is to move and chases.
     Any other liberty count: False."""
-    n = B[B_LIBS][B[B_HEAD][g]]
+    n = B.libs[B.head[g]]
     if n == 1:
         return not runner_escapes(B, g)
     if n == 2:
@@ -207,9 +200,9 @@ def move_facts(B, scratch, p, me, out):
     and the chaser cannot ladder it). Returns ``out[0]``."""
     for i in range(6):
         out[i] = 0
-    meta = B[B_META]
+    meta = B.meta
     W = meta[M_SIZE] + 2
-    color = B[B_COLOR]
+    color = B.color
     # Fast path, most empty points: no stone next to p, so no capture, merge
     # or ladder; legal unless it repeats a position (Bloom filter says no).
     lone = 0
@@ -221,31 +214,31 @@ def move_facts(B, scratch, p, me, out):
             lone = -1
             break
     if lone > 0 and p != meta[M_KO] and (meta[M_SUPERKO] == 0 or not maybe_seen(
-            B[B_BLOOM], meta[M_HASH] ^ B[B_ZOB][zobrist_index(me), p])):
+            B.bloom, meta[M_HASH] ^ B.zob[zobrist_index(me), p])):
         out[0] = 1
         out[2] = lone
         out[3] = 1
         return 1
     copy_board(scratch, B)
     capk = M_CAPB if me == BLACK else M_CAPW
-    before = scratch[B_META][capk]
+    before = scratch.meta[capk]
     if play_flat(scratch, _flat(p, W), me) != LEGAL:
         return 0
     out[0] = 1
-    out[1] = scratch[B_META][capk] - before
-    h = scratch[B_HEAD][p]
-    out[2] = scratch[B_LIBS][h]
-    out[3] = scratch[B_GSIZE][h]
-    libs = B[B_LIBS]
-    head = B[B_HEAD]
+    out[1] = scratch.meta[capk] - before
+    h = scratch.head[p]
+    out[2] = scratch.libs[h]
+    out[3] = scratch.gsize[h]
+    libs = B.libs
+    head = B.head
     for d in (-W, -1, 1, W):
         n = p + d
-        c = scratch[B_COLOR][n]
-        if c == -me and scratch[B_LIBS][scratch[B_HEAD][n]] == 1 and libs[head[n]] == 2:
+        c = scratch.color[n]
+        if c == -me and scratch.libs[scratch.head[n]] == 1 and libs[head[n]] == 2:
             if out[4] == 0 and not runner_escapes(scratch, n):
                 out[4] = 1
         if color[n] == me and libs[head[n]] == 1 and out[5] == 0:
-            m = scratch[B_LIBS][h]
+            m = scratch.libs[h]
             if m >= 3 or (m == 2 and not chaser_captures(scratch, p)):
                 out[5] = 1
     return 1
@@ -254,4 +247,4 @@ def move_facts(B, scratch, p, me, out):
 @njit(cache=True)
 def sensible(B, p, me, legal):
     """AlphaGo's sensibleness: legal and not filling one of the mover's own eyes."""
-    return legal and not is_eye(B[B_COLOR], p, me, B[B_META][M_SIZE] + 2)
+    return legal and not is_eye(B.color, p, me, B.meta[M_SIZE] + 2)

@@ -82,12 +82,6 @@ import numpy as np
 from numba import njit
 
 from alphalite.go.board import (
-    B_BLOOM,
-    B_COLOR,
-    B_HEAD,
-    B_LIBS,
-    B_META,
-    B_ZOB,
     BLACK,
     EMPTY,
     KO,
@@ -175,10 +169,10 @@ def _quick_reason(color, head, libs, zob, bloom, p, me, W, ko, superko, h0):
 def encode_into(B, preset_id, out):
     """Fill ``out`` (float32 [size, size, C], C = planes of ``preset_id``)
     with the planes of board tuple ``B`` for its player to move."""
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    libs = B[B_LIBS]
-    meta = B[B_META]
+    color = B.color
+    head = B.head
+    libs = B.libs
+    meta = B.meta
     size = meta[M_SIZE]
     W = size + 2
     me = meta[M_TOPLAY]
@@ -187,8 +181,8 @@ def encode_into(B, preset_id, out):
     if out.shape[0] != size or out.shape[1] != size or out.shape[2] != _NPLANES[preset_id]:
         raise ValueError("encode_into: out must have shape [size, size, num_planes(preset)]")
     out[:] = 0.0
-    zob = B[B_ZOB]
-    bloom = B[B_BLOOM]
+    zob = B.zob
+    bloom = B.bloom
     superko = meta[M_SUPERKO] != 0
     h0 = meta[M_HASH]
     ko = meta[M_KO]
@@ -276,10 +270,10 @@ def encode_into(B, preset_id, out):
 
 @njit(cache=True)
 def _encode_alphago(B, history, out):
-    color = B[B_COLOR]
-    head = B[B_HEAD]
-    libs = B[B_LIBS]
-    meta = B[B_META]
+    color = B.color
+    head = B.head
+    libs = B.libs
+    meta = B.meta
     size = meta[M_SIZE]
     W = size + 2
     me = meta[M_TOPLAY]

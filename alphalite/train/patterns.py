@@ -56,8 +56,8 @@ def _games(size, zob, move_off, moves, colors, setup_off, setup_pts, setup_cols,
         a, b = move_off[g], move_off[g + 1]
         B = _start(size, zob, setup_off, setup_pts, setup_cols, g, 2 * (b - a) + 64)
         S = pt.new_state(B)
-        meta = B[board.B_META]
-        color = B[board.B_COLOR]
+        meta = B.meta
+        color = B.color
         for i in range(a, b):
             stone = colors[i]
             board.set_to_play(B, stone)
