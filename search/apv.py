@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from alphalite.go.board import GoState, copy_board, default_max_moves, legal_mask
+from alphalite.go.board import GoState, board_at, copy_board, default_max_moves, legal_mask, stacked
 from search import apv_kernels as K
 from search.params import SearchParams
 from search.tree import analysis_rows
@@ -59,13 +59,6 @@ class ApvOutput(NamedTuple):
     margin: float  # mean final area, black minus white minus komi
     margin_stdev: float  # its standard deviation over the rollouts
     rollouts: int  # the rollouts these cover (this search's, not a reused tree's)
-
-
-def _scratch(root_board, k: int, hist_cap: int):
-    """``k`` stacked scratch boards shaped like ``root_board`` (without the
-    Zobrist table), each with ``hist_cap`` history entries."""
-    return tuple(np.zeros((k, hist_cap if i == B_HIST else a.shape[0]), a.dtype)
-                 for i, a in enumerate(root_board[:B_ZOB]))
 
 
 class _NetWorker:
@@ -121,7 +114,7 @@ class _Lane:
 
     def __init__(self, root_board, m: int, hist_cap: int, A: int, seed: int):
         self.m = m
-        self.scr = _scratch(root_board, m, hist_cap)
+        self.scr = stacked(root_board, m, hist_cap)
         self.hist_cap = hist_cap
         self.leaf_node = np.zeros(m, np.int64)
         self.leaf_kind = np.zeros(m, np.int64)
@@ -185,7 +178,7 @@ class ApvSearch:
         need = K.hist_room(root, self.max_moves, MAX_DEPTH)
         lanes = self._lanes
         if (len(lanes) != self.threads or lanes[0].hist_cap < need
-                or lanes[0].scr[0].shape[1] != root[0].shape[0]):
+                or lanes[0].scr.color.shape[1] != root.color.shape[0]):
             cap = need + 256  # room for later moves of the game
             self._lanes = lanes = [_Lane(root, self.m, cap, self.A, int(self.seeds.integers(1, 2**62)))
                                    for _ in range(self.threads)]
@@ -241,7 +234,6 @@ class _Run:
         self.s, self.state, self.lanes = search, state, lanes
         self.max_sims, self.t_end, self.callback, self.t0 = max_sims, t_end, callback, t0
         self.root = state.board_tuple
-        self.zob = self.root.zob
         self.cfg = search.cfg(float(state.komi))
         self.lam = float(search.sp.lam)
         cap = search.initial_nodes if max_sims is None else max_sims + 2 * len(lanes) * search.m + 2
@@ -272,7 +264,7 @@ class _Run:
         # the root: the network's priors and value before any rollout
         # (without a network the first descent expands it by the tree policy)
         if tree.net_state[0] != K.NET_DONE and s.net_fn is not None:
-            S = K.board_k(self.lanes[0].scr, self.zob, 0)
+            S = board_at(self.lanes[0].scr, 0)
             copy_board(S, self.root)
             legal_mask(S, tree.children_legal[0])
             K.encode_into(S, s.preset_id, self.fill.planes[0])
@@ -364,8 +356,8 @@ class _Run:
                 m = K.descend_many(tree, self.root, lane.scr, s.pol, self.fill, self.cfg, lane.prior_buf, m,
                                    lane.leaf_node, lane.leaf_kind, lane.leaf_value)
                 self.sims += m
-            lane.n_own += K.rollout_many(lane.scr, self.zob, s.pol, self.cfg, lane.rng, m, lane.leaf_kind, lane.leaf_value,
-                           lane.own, lane.own_buf, lane.margins)
+            lane.n_own += K.rollout_many(lane.scr, s.pol, self.cfg, lane.rng, m, lane.leaf_kind, lane.leaf_value,
+                                         lane.own, lane.own_buf, lane.margins)
             with self.lock:
                 K.backup_many(self.tree, m, lane.leaf_node, lane.leaf_value)
                 self.backed += m

@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import patterns
-from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, copy_board, legal_mask, owners_into,
+from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, board_at, copy_board, legal_mask, owners_into,
                                 play_flat, result_for)
 from alphalite.nn.features import encode_into
 from search.tree import subtree_nodes
@@ -264,13 +264,6 @@ def _backup(t, node, z, rollout, vl):
         n = p
 
 
-@njit(cache=True, inline="always")
-def board_k(scr, zob, k):
-    """Board tuple ``k`` of the stacked scratch boards ``scr``."""
-    return (scr[0][k], scr[1][k], scr[2][k], scr[3][k], scr[4][k], scr[5][k], scr[6][k], scr[7][k], scr[8][k],
-            scr[9][k], scr[10][k], zob)
-
-
 LEAF_ROLLOUT, LEAF_TERMINAL = 0, 1
 
 
@@ -332,17 +325,16 @@ def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, 
     Positions on the paths that the network has not seen are added to queue
     ``q`` while it has room. Returns the descents made (fewer only when the
     tree is full)."""
-    zob = root.zob
     cap = t.parents.shape[0]
     for k in range(m):
         if t.counter[0] + 1 >= cap:
             return k
-        leaf_node[k], leaf_kind[k], leaf_value[k] = _descend(t, root, board_k(scr, zob, k), pol, q, cfg, prior_buf)
+        leaf_node[k], leaf_kind[k], leaf_value[k] = _descend(t, root, board_at(scr, k), pol, q, cfg, prior_buf)
     return m
 
 
 @njit(cache=True, nogil=True)
-def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, margins):
+def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, margins):
     """One pattern rollout from each of the first ``m`` scratch boards whose
     leaf is not terminal; its result (+1/-1/0 for the leaf's player to move)
     into ``leaf_value``, each point's final owner (black +1) added to
@@ -356,7 +348,7 @@ def rollout_many(scr, zob, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf
     for k in range(m):
         if leaf_kind[k] == LEAF_ROLLOUT:
             played += 1
-            S = board_k(scr, zob, k)
+            S = board_at(scr, k)
             me = S.meta[M_TOPLAY]
             patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
             leaf_value[k] = result_for(S, komi, me)

@@ -100,11 +100,14 @@ from alphalite.go.board import (
     M_NHIST,
     M_PASSES,
     M_TOPLAY,
+    Board,
     GoState,
+    board_at,
     copy_board,
     legal_mask,
     play_flat,
     result_for,
+    stacked,
 )
 from search.params import SearchParams
 from search.tree import Tree, TreeArrays, advance, choose_move
@@ -146,8 +149,7 @@ class Leaves:
         nh = int(b.meta[M_NHIST])
         hist = np.zeros(max(nh + 1, 2 * self.size * self.size + 16), np.int64)
         hist[:nh] = b.hist[:nh]
-        tup = tuple(a.copy() for a in b[:B_HIST]) + (hist,) + tuple(a.copy() for a in b[B_HIST + 1 : B_ZOB]) \
-            + (b.zob,)
+        tup = Board(*(a.copy() for a in b))._replace(hist=hist, zob=b.zob)
         return GoState(self.size, self.komi, self.superko, self.suicide, tup)
 
     def states(self) -> list[GoState]:
@@ -209,7 +211,7 @@ def puct_pick(T, node, c_puct, fpu_reduction):
 def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, komi, leaves):
     """Select up to ``want`` leaves (new or terminal) of ``tree``
     (``tuple(TreeArrays)``) with virtual loss, replaying each path on a board
-    of ``scratch`` (stacked board arrays, one slot per new leaf) from
+    of ``scratch`` (``board.stacked``, one slot per new leaf) from
     ``root``. Returns (attempts made, new leaves) and fills ``leaves``
     (``tuple(LeafSlots)``): new leaf ``k``'s board is scratch slot ``k`` with
     its legal mask in ``legal[k]``."""
@@ -217,14 +219,12 @@ def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root
     L = LeafSlots(*leaves)
     ci, cvl, nvl, par, act = T.children_index, T.children_virtual, T.node_virtual, T.parents, T.action_from_parent
     ntp, nterm, nexp, nval, counter = T.node_to_play, T.node_terminal, T.node_expanded, T.node_value, T.counter
-    zob = root.zob
     m = 0
     got = 0
     n_new = 0
     while got < want and m < max_attempts:
         k = n_new
-        S = (scratch[0][k], scratch[1][k], scratch[2][k], scratch[3][k], scratch[4][k], scratch[5][k],
-             scratch[6][k], scratch[7][k], scratch[8][k], scratch[9][k], scratch[10][k], zob)
+        S = board_at(scratch, k)
         copy_board(S, root)
         node = 0
         kind = LEAF_COLLIDE
@@ -353,13 +353,8 @@ class _Scratch:
     def __init__(self, root_board, slots: int, hist_cap: int):
         self.slots = slots
         self.hist_cap = hist_cap
-        arrays = []
-        for i, a in enumerate(root_board[:B_ZOB]):
-            n = hist_cap if i == B_HIST else a.shape[0]
-            arrays.append(np.zeros((slots, n), a.dtype))
-        self.arrays = tuple(arrays)
-        zob = root_board.zob
-        self.views = [tuple(a[k] for a in self.arrays) + (zob,) for k in range(slots)]
+        self.arrays = stacked(root_board, slots, hist_cap)
+        self.views = [board_at(self.arrays, k) for k in range(slots)]
 
 
 def _as_generator(rng) -> np.random.Generator:

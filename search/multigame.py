@@ -61,10 +61,10 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from numba import njit
 
-from alphalite.go.board import (M_MOVES, M_PASSES, M_TOPLAY, candidates_into,
-                                copy_board, init_board, play_flat, result_for, zobrist_table)
+from alphalite.go.board import (M_MOVES, M_PASSES, M_TOPLAY, board_at, candidates_into,
+                                copy_board, init_board, play_flat, result_for, stacked, zobrist_table)
 from alphalite.nn.features import encode_into, num_planes, preset_id
-from search.apv_kernels import board_k, set_priors
+from search.apv_kernels import set_priors
 from search.gumbel import considered_table, improved_policy, interior_action, legal_count, root_action
 from search.mcts import puct_pick
 from search.params import SearchParams
@@ -103,15 +103,13 @@ class MoveSearch(NamedTuple):
 
 
 def stacked_boards(k: int, size: int, hist_cap: int, superko: bool = True, suicide: bool = False):
-    """``k`` empty boards as stacked arrays (a tuple of 11 arrays ``[k, ...]``
-    and the shared Zobrist table): ``board_k(boards, zob, g)`` is board ``g``."""
+    """``k`` empty boards, stacked (``board.stacked``: ``board_at(boards, g)``
+    is board ``g``), and the empty board they were copied from."""
     fresh = init_board(size, superko, suicide, zobrist_table(), hist_cap)
-    arrays = tuple(np.zeros((k, hist_cap if i == B_HIST else a.shape[0]), a.dtype)
-                   for i, a in enumerate(fresh[:B_ZOB]))
-    zob = fresh.zob
+    arrays = stacked(fresh, k, hist_cap)
     for g in range(k):
-        copy_board(board_k(arrays, zob, g), fresh)
-    return arrays, zob, fresh
+        copy_board(board_at(arrays, g), fresh)
+    return arrays, fresh
 
 
 # ---------------------------------------------------------------- kernels
@@ -147,7 +145,7 @@ def clear_block(T, per_game, g):
 
 
 @njit(cache=True)
-def reset_roots(T, per_game, games, zob, live, own):
+def reset_roots(T, per_game, games, live, own):
     """A fresh root for every live game whose block is empty (nothing
     carried over): at the game's position, the candidate moves as its
     legal actions."""
@@ -156,14 +154,14 @@ def reset_roots(T, per_game, games, zob, live, own):
         if not live[g] or T.counter[g] > 0:
             continue
         clear_block(T, per_game, g)
-        B = board_k(games, zob, g)
+        B = board_at(games, g)
         T.counter[g] = 1
         T.node_to_play[base] = B.meta[M_TOPLAY]
         candidates_into(B, own, T.children_legal[base], False)
 
 
 @njit(cache=True)
-def select_leaves(T, per_game, games, scr, zob, live, cfg, gumbel, table, planes, legal_out, leaf_node,
+def select_leaves(T, per_game, games, scr, live, cfg, gumbel, table, planes, legal_out, leaf_node,
                   leaf_kind, leaf_row, own, sigma, probs):
     """One descent per live game from its root, the path played on scratch
     board ``g``; a new leaf's planes go to ``planes[j]`` and its candidate
@@ -177,8 +175,8 @@ def select_leaves(T, per_game, games, scr, zob, live, cfg, gumbel, table, planes
         leaf_row[g] = -1
         if not live[g]:
             continue
-        S = board_k(scr, zob, g)
-        copy_board(S, board_k(games, zob, g))
+        S = board_at(scr, g)
+        copy_board(S, board_at(games, g))
         root = g * per_game
         node = root
         while True:
@@ -294,11 +292,11 @@ def finish_gumbel(T, per_game, live, gumbel, cfg, targets, actions, root_values,
 
 
 @njit(cache=True)
-def play_moves(games, zob, live, actions):
+def play_moves(games, live, actions):
     """Play ``actions[g]`` on every live game's board (by its player to move)."""
     for g in range(live.shape[0]):
         if live[g]:
-            B = board_k(games, zob, g)
+            B = board_at(games, g)
             if play_flat(B, actions[g], B.meta[M_TOPLAY]) != 0:
                 raise RuntimeError("multigame: the chosen move is illegal")
 
@@ -360,8 +358,8 @@ class MultiSearch:
         self.A = size * size + 1
         self.max_moves = default_max_moves(size) if max_moves is None else int(max_moves)
         hist = self.max_moves + 16
-        self.games, self.zob, self._fresh = stacked_boards(k, size, hist, superko)
-        self.scratch, _, _ = stacked_boards(k, size, hist + params.num_simulations + 16, superko)
+        self.games, self._fresh = stacked_boards(k, size, hist, superko)
+        self.scratch, _ = stacked_boards(k, size, hist + params.num_simulations + 16, superko)
         self.per_game = 2 * params.num_simulations + 4
         self.tree = tree_arrays(self.k * self.per_game, self.A)._replace(counter=np.zeros(self.k, np.int64))
         self.spare = tree_arrays(self.k * self.per_game, self.A)._replace(counter=np.zeros(self.k, np.int64))
@@ -382,11 +380,11 @@ class MultiSearch:
         self.table = considered_table(params.max_considered, params.num_simulations)
 
     def new_game(self, g: int) -> None:
-        copy_board(board_k(self.games, self.zob, g), self._fresh)
+        copy_board(board_at(self.games, g), self._fresh)
         clear_block(self.tree, self.per_game, g)
 
     def board(self, g: int):
-        return board_k(self.games, self.zob, g)
+        return board_at(self.games, g)
 
     def move_number(self, g: int) -> int:
         return int(self.games.meta[g, M_MOVES])
@@ -398,13 +396,13 @@ class MultiSearch:
         """One move's search in every ``live`` game (bool [K])."""
         live = np.ascontiguousarray(live, np.bool_)
         p, T = self.params, self.tree
-        reset_roots(T, self.per_game, self.games, self.zob, live, self.own)
+        reset_roots(T, self.per_game, self.games, live, self.own)
         gumbel = np.zeros((self.k, self.A), np.float64)
         if p.root == "gumbel" and p.gumbel_scale > 0:
             gumbel = p.gumbel_scale * gen.gumbel(size=(self.k, self.A))
         calls = leaves = 0
         for step in range(p.num_simulations + 1):
-            n = select_leaves(T, self.per_game, self.games, self.scratch, self.zob, live, self.cfg, gumbel,
+            n = select_leaves(T, self.per_game, self.games, self.scratch, live, self.cfg, gumbel,
                               self.table, self.planes, self.legal, self.leaf_node, self.leaf_kind, self.leaf_row,
                               self.own, self.sigma, self.probs)
             if n:
@@ -455,7 +453,7 @@ class MultiSearch:
         replaced by what is carried over (or emptied)."""
         live = np.ascontiguousarray(live, np.bool_)
         actions = np.asarray(actions, np.int64)
-        play_moves(self.games, self.zob, live, actions)
+        play_moves(self.games, live, actions)
         keep = self.per_game - self.params.num_simulations - 2 if self.params.carry_over else 0
         carry_over(self.tree, self.spare, self.per_game, live, actions, keep, self.queue)
         self.tree, self.spare = self.spare, self.tree

@@ -78,8 +78,8 @@ def test_codes_invariant_under_symmetries():
                         assert T_S[0][v, q] in [pt.sym3(S[0][v, p], k) for k in range(8)]
                 if grid[r, c] == 0:
                     for stone in (1, -1):
-                        assert pt.response(B[0], B[1], B[3], m, p, stone, W) == \
-                            pt.response(T[0], T[1], T[3], tm, q, stone, W)
+                        assert pt.response(B.color, B.head, B.libs, m, p, stone, W) == \
+                            pt.response(T.color, T.head, T.libs, tm, q, stone, W)
 
 
 def test_liberty_buckets_match_board():
@@ -93,7 +93,7 @@ def test_liberty_buckets_match_board():
             colour = B.color[p]
             if colour == 0:
                 continue
-            k = pt._cell(B[0], B[1], B[3], p, 1)
+            k = pt._cell(B.color, B.head, B.libs, p, 1)
             want = min(int(libs[r, c]), 3) + 1 + (0 if colour == 1 else 3)
             assert k == want
 
@@ -151,8 +151,8 @@ def test_sampler_plays_legal_moves_and_fills_no_eye():
                 break
             stone = int(meta[bd.M_TOPLAY])
             W = size + 2
-            ok = {p for p in range(len(B[0])) if B[0][p] == 0 and bd.legal_reason(B, p, stone) == bd.LEGAL
-                  and not bd.is_eye(B[0], p, stone, W)}
+            ok = {p for p in range(len(B.color)) if B.color[p] == 0 and bd.legal_reason(B, p, stone) == bd.LEGAL
+                  and not bd.is_eye(B.color, p, stone, W)}
             pt.rollout(B, S, tab, w, lcg, 1)
             last = int(B.meta[bd.M_LAST])
             if last == size * size:

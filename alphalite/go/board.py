@@ -4,9 +4,9 @@ The board is a padded flat ``int8`` array of ``(n+2)**2`` points with a wall
 border (values: +1 black, -1 white, 0 empty, 2 wall). Groups are circular
 linked lists of stones (``nxt``) with a representative stone (``head``); the
 head holds the group's exact liberty count and size. Everything mutable lives
-in one tuple of arrays, the *board tuple* ``B``, changed only by the private
-kernels below; the public ``play(state, move)`` copies and returns a new
-``GoState``.
+in one named tuple of arrays, the *board tuple* ``B`` (``Board``: ``B.color``,
+``B.meta``, ...), changed only by the kernels below; the public
+``play(state, move)`` copies and returns a new ``GoState``.
 
 Rules: captures; no suicide unless ``suicide=True`` (Tromp-Taylor: the
 suicided group is removed); positional superko by 64-bit Zobrist hashes
@@ -21,6 +21,7 @@ Numba take ``B`` and padded points; ``to_padded``/``from_padded`` in
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -55,8 +56,26 @@ BLOOM_WORDS = 256  # 16384-bit filter in front of the superko history scan
 LEGAL, OCCUPIED, SUICIDE, KO, SUPERKO, GAME_OVER, OFF_BOARD = range(7)
 REASONS = ("legal", "occupied", "suicide", "ko", "superko", "game over", "off board")
 
-# Indices into the board tuple.
-B_ZOB = range(12)
+
+
+class Board(NamedTuple):
+    """The board tuple ``B``: every array of one position, as Numba takes it.
+
+    Padded points number ``(n+2)**2``; a group's liberty count and size live
+    at its head stone. A named tuple crosses into Numba like a plain one."""
+
+    color: np.ndarray  # int8 [P]: +1 black, -1 white, 0 empty, 2 wall
+    head: np.ndarray  # int16 [P]: the group's representative stone
+    nxt: np.ndarray  # int16 [P]: next stone of the group (a circular list)
+    libs: np.ndarray  # int16 [P]: the group's liberties, at its head
+    gsize: np.ndarray  # int16 [P]: the group's stones, at its head
+    mark: np.ndarray  # int32 [P]: scratch marks, fresh per ``meta[M_GEN]``
+    empt: np.ndarray  # int16 [n*n]: the empty points, ``meta[M_NEMPTY]`` of them
+    epos: np.ndarray  # int16 [P]: where an empty point sits in ``empt``, -1 if not empty
+    meta: np.ndarray  # int64 [N_META]: side to move, ko, counters (the M_* slots)
+    hist: np.ndarray  # int64 [cap]: position hashes so far (superko), ``meta[M_NHIST]`` of them
+    bloom: np.ndarray  # int64 [BLOOM_WORDS]: Bloom filter over ``hist``
+    zob: np.ndarray  # int64 [2, 27*27]: the Zobrist keys, shared by every board
 
 
 class IllegalMove(ValueError):
@@ -159,7 +178,7 @@ def init_board(size, superko, suicide, zob, hist_cap):
     for i in range(N_LAST):
         meta[M_LAST + i] = -1
     _remember(meta, hist, bloom, 0)
-    return (color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob)
+    return Board(color, head, nxt, libs, gsize, mark, empt, epos, meta, hist, bloom, zob)
 
 
 @njit(cache=True, inline="always")
@@ -188,6 +207,26 @@ def copy_board(dst, src):
     _copy(_borrow(dst.meta), _borrow(src.meta), N_META)
     _copy(_borrow(dst.bloom), _borrow(src.bloom), BLOOM_WORDS)
     _copy(_borrow(dst.hist), _borrow(src.hist), src.meta[M_NHIST])
+
+
+def stacked(B, k: int, hist_cap: int) -> Board:
+    """``k`` zeroed boards shaped like ``B`` in one ``Board`` whose arrays
+    have a leading slot axis, each slot's history ``hist_cap`` long; the
+    Zobrist table is shared, not stacked. A search's scratch boards:
+    ``board_at`` takes slot ``k`` out."""
+
+    def slots(a, n=None):
+        return np.zeros((k, a.shape[0] if n is None else n), a.dtype)
+
+    return Board(slots(B.color), slots(B.head), slots(B.nxt), slots(B.libs), slots(B.gsize), slots(B.mark),
+                 slots(B.empt), slots(B.epos), slots(B.meta), slots(B.hist, hist_cap), slots(B.bloom), B.zob)
+
+
+@njit(cache=True, inline="always")
+def board_at(S, k):
+    """Slot ``k`` of the stacked boards ``S`` (``stacked``): views, no copy."""
+    return Board(S.color[k], S.head[k], S.nxt[k], S.libs[k], S.gsize[k], S.mark[k], S.empt[k], S.epos[k],
+                 S.meta[k], S.hist[k], S.bloom[k], S.zob)
 
 
 @njit(cache=True, inline="always")
@@ -1099,7 +1138,8 @@ class GoState:
             hist = new
         else:
             hist = hist.copy()
-        return tuple(a.copy() for a in b[:B_HIST]) + (hist, b.bloom.copy(), b.zob)
+        return Board(b.color.copy(), b.head.copy(), b.nxt.copy(), b.libs.copy(), b.gsize.copy(), b.mark.copy(),
+                     b.empt.copy(), b.epos.copy(), meta.copy(), hist, b.bloom.copy(), b.zob)
 
     def __repr__(self):
         return f"GoState(size={self.size}, komi={self.komi}, to_play={self.to_play}, move={self.move_number})"

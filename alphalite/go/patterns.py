@@ -516,7 +516,7 @@ def logits(B, S, tab, w, model, out):
             p = (r + 1) * W + c + 1
             if color[p] != EMPTY:
                 continue
-            if legal_code(color, B.head, B.nxt, B.libs, meta, B[9], B[10], B[11], p, stone) != LEGAL:
+            if legal_code(color, B.head, B.nxt, B.libs, meta, B.hist, B.bloom, B.zob, p, stone) != LEGAL:
                 continue
             n = features(B, S, p, stone, model == TREE, nak, keys)
             out[r * size + c] = score(tab, w, model, keys, n)
@@ -638,8 +638,8 @@ def rollout(B, S, tab, w, rng, max_moves):
                     break
             if pick < 0:
                 break
-            if is_eye(color, pick, stone, W) or legal_code(color, B.head, B.nxt, B.libs, meta, B[9],
-                                                        B[10], B[11], pick, stone) != LEGAL:
+            if is_eye(color, pick, stone, W) or legal_code(color, B.head, B.nxt, B.libs, meta, B.hist,
+                                                        B.bloom, B.zob, pick, stone) != LEGAL:
                 skip[pick] = turn
                 total -= dyn[pick] if dmark[pick] == turn else gam[pick]
                 continue

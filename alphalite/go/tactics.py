@@ -30,6 +30,7 @@ from alphalite.go.board import (
     M_SUPERKO,
     BLACK,
     WALL,
+    Board,
     copy_board,
     is_eye,
     maybe_seen,
@@ -43,8 +44,8 @@ LADDER_DEPTH = 100  # chaser ataris; a 19x19 corner-to-corner ladder needs about
 @njit(cache=True)
 def clone(B):
     """A fresh copy of board tuple ``B`` (the Zobrist table is shared)."""
-    return (B[0].copy(), B[1].copy(), B[2].copy(), B[3].copy(), B[4].copy(), B[5].copy(),
-            B[6].copy(), B[7].copy(), B[8].copy(), B[9].copy(), B[10].copy(), B[11])
+    return Board(B.color.copy(), B.head.copy(), B.nxt.copy(), B.libs.copy(), B.gsize.copy(), B.mark.copy(),
+                 B.empt.copy(), B.epos.copy(), B.meta.copy(), B.hist.copy(), B.bloom.copy(), B.zob)
 
 
 @njit(cache=True, inline="always")

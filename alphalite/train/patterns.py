@@ -69,7 +69,7 @@ def _games(size, zob, move_off, moves, colors, setup_off, setup_pts, setup_cols,
                 continue
             r = mv // size
             ep = (r + 1) * W + (mv - r * size) + 1
-            if board.legal_code(color, B[1], B[2], B[3], meta, B[9], B[10], B[11], ep, stone) != board.LEGAL:
+            if board.legal_code(color, B.head, B.nxt, B.libs, meta, B.hist, B.bloom, B.zob, ep, stone) != board.LEGAL:
                 break
             nak = pt.nakade_point(S, W)
             n = 0
@@ -79,7 +79,8 @@ def _games(size, zob, move_off, moves, colors, setup_off, setup_pts, setup_cols,
                     p = (r2 + 1) * W + c2 + 1
                     if color[p] != board.EMPTY:
                         continue
-                    if board.legal_code(color, B[1], B[2], B[3], meta, B[9], B[10], B[11], p, stone) != board.LEGAL:
+                    if board.legal_code(color, B.head, B.nxt, B.libs, meta, B.hist, B.bloom, B.zob, p,
+                                        stone) != board.LEGAL:
                         continue
                     if p == ep:
                         expert = n
