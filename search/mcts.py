@@ -200,23 +200,26 @@ def puct_pick(T, node, c_puct, fpu_reduction):
     return best_a
 
 
-# The two kernels called from Python once a round take the tree and the leaf
-# slots as plain tuples and name them inside: a plain tuple crosses into Numba
-# about 1.4 us faster a call than a named tuple (the dispatcher's C fast path
-# types plain tuples only), which is 4% of a round on 19x19 with a free
-# evaluator.
+# The two kernels called from Python once a round take the tree, the leaf
+# slots and the boards (``board.Board``) as plain tuples and name them inside:
+# a plain tuple crosses into Numba about 1.5 us faster a call than a named
+# tuple (the dispatcher's fingerprint of a named tuple spells out its class
+# and field names), which is 4% of a round on 19x19 with a free evaluator,
+# per named tuple.
 
 
 @njit(cache=True)
 def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, komi, leaves):
     """Select up to ``want`` leaves (new or terminal) of ``tree``
     (``tuple(TreeArrays)``) with virtual loss, replaying each path on a board
-    of ``scratch`` (``board.stacked``, one slot per new leaf) from
-    ``root``. Returns (attempts made, new leaves) and fills ``leaves``
-    (``tuple(LeafSlots)``): new leaf ``k``'s board is scratch slot ``k`` with
-    its legal mask in ``legal[k]``."""
+    of ``scratch`` (``tuple(board.stacked(...))``, one slot per new leaf) from
+    ``root`` (``tuple(Board)``). Returns (attempts made, new leaves) and fills
+    ``leaves`` (``tuple(LeafSlots)``): new leaf ``k``'s board is scratch slot
+    ``k`` with its legal mask in ``legal[k]``."""
     T = TreeArrays(*tree)
     L = LeafSlots(*leaves)
+    root = Board(*root)
+    scratch = Board(*scratch)
     ci, cvl, nvl, par, act = T.children_index, T.children_virtual, T.node_virtual, T.parents, T.action_from_parent
     ntp, nterm, nexp, nval, counter = T.node_to_play, T.node_terminal, T.node_expanded, T.node_value, T.counter
     m = 0
@@ -354,6 +357,7 @@ class _Scratch:
         self.slots = slots
         self.hist_cap = hist_cap
         self.arrays = stacked(root_board, slots, hist_cap)
+        self.plain = tuple(self.arrays)  # as _select takes it
         self.views = [board_at(self.arrays, k) for k in range(slots)]
 
 
@@ -491,6 +495,7 @@ def run_mcts(
     empty_values = np.zeros(1, np.float32)
     arrays = None  # tuple(tree.arrays), made again when the tree grows
     leaf_slots = tuple(L)
+    root_plain = tuple(root_board)
     while done < num_simulations:
         want = min(batch_size, num_simulations - done)
         if tree.ensure_capacity(tree.num_nodes + max_attempts):
@@ -498,7 +503,7 @@ def run_mcts(
             arrays = None
         if arrays is None:
             arrays = tuple(tree.arrays)
-        m, n_new = _select(arrays, root_board, scratch.arrays, want, max_attempts,
+        m, n_new = _select(arrays, root_plain, scratch.plain, want, max_attempts,
                            float(sp.c_puct), float(sp.fpu_reduction), float(sp.root_fpu), komi, leaf_slots)
         if n_new:
             priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, L.legal), A)
