@@ -122,6 +122,18 @@ def _next_pow2(n: int) -> int:
     return p
 
 
+def _encode_leaves(leaves, pid: int, out: np.ndarray) -> None:
+    """Each leaf's planes into ``out[i]``: one Numba call over the stacked
+    boards when the leaves carry them, else one per leaf."""
+    from alphalite.nn import features
+
+    if leaves.stack is not None:
+        features.encode_stacked_into(leaves.stack, len(leaves), pid, out)
+    else:
+        for i, b in enumerate(leaves.boards):
+            features.encode_into(b, pid, out[i])
+
+
 def network_evaluator(net_fn: Callable, *, preset: str = "default", pad_to: int | None = None,
                       random_symmetry: bool = False) -> Callable:
     """``evaluate_fn`` over a network function ``net_fn(params, planes,
@@ -147,19 +159,19 @@ def network_evaluator(net_fn: Callable, *, preset: str = "default", pad_to: int 
             buf["key"] = key
             buf["planes"] = np.zeros((rows, n, n, C), np.float32)
             buf["legal"] = np.ones((rows, n * n + 1), np.bool_)
-            buf["tmp"] = np.zeros((n, n, C), np.float32)
+            buf["tmp"] = np.zeros((rows, n, n, C), np.float32)
         planes, legal = buf["planes"], buf["legal"]
         ks = None
         if random_symmetry:
             table = features.sym_move_table(n)  # a stone on m lands on table[k, m]
             ks = (np.asarray(leaves.seeds) >> 7) % 8
-            for i, b in enumerate(leaves.boards):
-                features.encode_into(b, pid, buf["tmp"])
-                features.transform_planes_into(buf["tmp"], int(ks[i]), planes[i])
+            tmp = buf["tmp"]
+            _encode_leaves(leaves, pid, tmp)
+            for i in range(B):
+                features.transform_planes_into(tmp[i], int(ks[i]), planes[i])
                 legal[i, table[ks[i]]] = leaves.legal[i]
         else:
-            for i, b in enumerate(leaves.boards):
-                features.encode_into(b, pid, planes[i])
+            _encode_leaves(leaves, pid, planes)
             legal[:B] = leaves.legal
         planes[B:] = 0.0
         legal[B:] = True

@@ -18,7 +18,10 @@ The evaluate_fn contract
   root (history, ko and superko are exact). They are the search's scratch
   buffers: read them, copy before mutating (``board.copy_board`` into your
   own scratch, or ``leaves.states()`` for ``GoState`` copies); they are
-  overwritten after the call returns.
+  overwritten after the call returns. ``leaves.stack``: the same boards as
+  slots ``0..B-1`` of stacked boards (``board.stacked``), or None: a kernel
+  that loops over them inside Numba takes it in one call (a board crosses
+  into Numba in about 2 us, as long as a small kernel runs).
 * ``leaves.legal``: bool ``[B, A]`` legal moves of the player to move (pass
   last). ``leaves.to_play``: int8 ``[B]``. ``leaves.size``, ``leaves.komi``,
   ``leaves.superko``, ``leaves.suicide``.
@@ -128,10 +131,11 @@ class SearchOutput(NamedTuple):
 class Leaves:
     """The batch handed to ``evaluate_fn`` (see the module docstring)."""
 
-    __leaf_slots_ = ("boards", "legal", "to_play", "seeds", "size", "komi", "superko", "suicide")
+    __leaf_slots_ = ("boards", "legal", "to_play", "seeds", "size", "komi", "superko", "suicide", "stack")
 
-    def __init__(self, boards, legal, to_play, seeds, size, komi, superko, suicide):
+    def __init__(self, boards, legal, to_play, seeds, size, komi, superko, suicide, stack=None):
         self.boards = boards  # list of B board tuples (read-only scratch)
+        self.stack = stack  # None, or stacked boards (board.stacked) whose first len(boards) slots are boards
         self.legal = legal  # bool [B, A]
         self.to_play = to_play  # int8 [B]
         self.seeds = seeds  # int64 [B]
@@ -451,7 +455,7 @@ def run_mcts(
     def leaves_for(scr, n, legal):
         seeds = gen.integers(0, 2**62, size=n, dtype=np.int64)
         return Leaves(scr.views[:n], legal[:n], scr.arrays.meta[:n, M_TOPLAY].astype(np.int8), seeds,
-                      size, komi, root_state.superko, root_state.suicide)
+                      size, komi, root_state.superko, root_state.suicide, scr.arrays)
 
     root_nhist = int(root_board.meta[M_NHIST])
     slots = max(1, batch_size)

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from alphalite.go import board, patterns
-from alphalite.go.board import M_NHIST, M_TOPLAY, area, copy_board, init_board, playout, zobrist_table
+from alphalite.go.board import M_NHIST, M_TOPLAY, area, board_at, copy_board, init_board, playout, zobrist_table
 
 
 @njit(cache=True, inline="always")
@@ -41,6 +41,17 @@ def rollout_value(B, scratch, rng, max_moves, komi, n):
         playout(scratch, rng, max_moves)
         total += me * np.sign(_margin(scratch, komi))
     return total / n
+
+
+@njit(cache=True)
+def rollout_values_stacked(S, n, scratch, seeds, max_moves, komi, num_rollouts, out):
+    """``rollout_value`` of the first ``n`` boards of the stacked boards ``S``
+    (``board.stacked``) into ``out[:n]``, leaf ``k``'s LCG seeded from
+    ``seeds[k]``: one call for a batch of leaves."""
+    rng = np.zeros(1, np.int64)
+    for k in range(n):
+        rng[0] = seeds[k]
+        out[k] = rollout_value(board_at(S, k), scratch, rng, max_moves, komi, num_rollouts)
 
 
 @njit(cache=True)
@@ -117,6 +128,11 @@ def rollout_values(leaves, max_moves: int | None = None, num_rollouts: int = 1,
         max_moves = board.default_max_moves(leaves.size)
     scratch = scratch or RolloutScratch()
     out = np.zeros(len(leaves), np.float32)
+    if leaves.stack is not None and len(leaves):
+        longest = leaves.boards[int(np.argmax(leaves.stack.meta[: len(leaves), M_NHIST]))]
+        rollout_values_stacked(leaves.stack, len(leaves), scratch.get(longest, max_moves), leaves.seeds, max_moves,
+                               float(leaves.komi), num_rollouts, out)
+        return out
     rng = np.zeros(1, np.int64)
     for i, B in enumerate(leaves.boards):
         rng[0] = leaves.seeds[i]
