@@ -18,7 +18,7 @@ import pytest
 from alphalite.go import board as bd
 from alphalite.go import coords
 from alphalite.go.gtpclient import GtpClient, GtpError, find_gnugo
-from test_board import SEKI  # the same diagram on both boards
+from tests.test_board import SEKI  # the same diagram on both boards
 
 GNUGO = find_gnugo()
 pytestmark = pytest.mark.skipif(GNUGO is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")
