@@ -328,7 +328,7 @@ def write_arrays(out: Path, name: str, split: str, arr: dict[str, np.ndarray]) -
     ``out/name``, atomically; returns its index entry."""
     files.write_atomic(out / name, lambda f: np.savez(f, **arr))
     sizes = Counter(int(s) for s in arr["size"])
-    return {"file": name, "split": split, "games": len(games), "moves": int(arr["num_moves"].sum()),
+    return {"file": name, "split": split, "games": int(arr["size"].shape[0]), "moves": int(arr["num_moves"].sum()),
             "sizes": {str(k): v for k, v in sorted(sizes.items())}}
 
 
