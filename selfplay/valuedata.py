@@ -24,10 +24,15 @@ serves both.
 
 Output: a dataset folder (``alphalite.data.dataset`` format, readable by its
 loaders and by ``alphalite sl --task value --marked-only``), one shard per
-batch, with two extra per-game fields::
+batch, with extra per-game fields::
 
     random_move [G] int32    index of the uniformly random move (= U)
     value_move  [G] int32    moves played before the training position (= U + 1)
+    score [G] float32, ownership [G, size*size] int8
+                             the value targets of ``*_aux_value`` nets: the
+                             final Tromp-Taylor score (black - white - komi)
+                             and owner of each point, exact as the games are
+                             scored (folders begun before them have none)
 
 Shards are written to a temporary name and renamed; ``index.json`` (also
 atomic) lists only finished shards, so readers never see a half-written
@@ -136,10 +141,12 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
     out = []
     for g in np.flatnonzero((finished_at >= 0) & ~dropped):
         t = int(n_played[g])
-        b, w = board.area(boards[g])
+        final = np.zeros(size * size, np.int8)
+        board.owners_into(boards[g], final)  # Tromp-Taylor, the rule the games are scored by
+        b, w = int((final == 1).sum()), int((final == -1).sum())
         over = boards[g][board.B_META][board.M_PASSES] >= 2
         out.append({"moves": moves[g, :t].copy(), "random_move": int(U[g]), "score": float(b - w - komi),
-                    "ended": "passes" if over else "move cap"})
+                    "ownership": final, "ended": "passes" if over else "move cap"})
     return out
 
 
@@ -171,13 +178,17 @@ def write_shard(out: Path, batch_no: int, games: list[dict], size: int, komi: fl
     for k, g in enumerate(games):
         d = _game_dict(size, komi, g, f"batch{batch_no:05d}-game{k:03d}")
         d["random_move"] = g["random_move"]
+        d["final_score"], d["final_ownership"] = g["score"], g["ownership"]
         by_split[dataset.split_of(d["game_hash"], val_frac, test_frac)].append(d)
     for split, gs in by_split.items():
         if not gs:
             continue
         random_move = np.array([g["random_move"] for g in gs], np.int32)
-        index["shards"].append(dataset.write_shard(out, f"{split}-{batch_no:05d}.npz", split, gs,
-                                                   {"random_move": random_move, "value_move": random_move + 1}))
+        extra = {"random_move": random_move, "value_move": random_move + 1}
+        if index.get("targets"):  # final score and ownership, exact (folders from before them have none)
+            extra["score"] = np.array([g["final_score"] for g in gs], np.float32)
+            extra["ownership"] = np.stack([g["final_ownership"] for g in gs]).astype(np.int8)
+        index["shards"].append(dataset.write_shard(out, f"{split}-{batch_no:05d}.npz", split, gs, extra))
     index["batches_done"] = batch_no + 1
     index["summary"]["games"] = sum(s["games"] for s in index["shards"])
     files.write_json_atomic(out / "index.json", index)
@@ -205,7 +216,7 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     if index is not None:  # folders from before the option were made with self-atari allowed
         index.get("options", {}).setdefault("no_self_atari", False)
     if index is None:
-        index = {"format": dataset.FORMAT, "complete": True, "shards": [], "batches_done": 0,
+        index = {"format": dataset.FORMAT, "complete": True, "shards": [], "batches_done": 0, "targets": True,
                  "summary": {"games": 0}, "options": opts, "note": FORMAT_NOTE}
     elif index.get("options") != opts:
         diff = [k for k in opts if index.get("options", {}).get(k) != opts[k]]

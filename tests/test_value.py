@@ -120,6 +120,10 @@ def test_value_data_follows_the_protocol_and_resumes(tmp_path):
             state = board.play(state, int(m))
         assert state.is_over or len(mv) == 2 * size * size + 20
         assert games["winner"][g] == np.sign(board.area_score(state))
+        # the value targets are the final position's, exact
+        assert games["score"][g] == pytest.approx(board.area_score(state))
+        from alphalite.engine import players
+        np.testing.assert_array_equal(games["ownership"][g], players.owners(state))
     assert differs > 0
     # the stored training position is the one after the random move
     batch = next(dataset.iterate_eval(out, split="all", board_size=size, marked_only=True, batch_size=64))
