@@ -361,6 +361,24 @@ def test_aux_loss_masks_unknown_ownership_and_score():
     assert float(value.aux_loss(out, flip)[0]) == pytest.approx(float(loss), rel=1e-6)
 
 
+def test_aux_net_learns_the_synthetic_winner_and_ownership():
+    planes, y = _synthetic_5x5(512, 0)
+    stones = planes[..., 0:4].sum(-1) - planes[..., 4:8].sum(-1)  # default: own, opp stones by liberties; black moves
+    model = nets.make_model("b1c8_aux_value", 5, 17)
+    state = loop.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0), jnp.asarray(planes[:1]))
+    step = value.make_aux_train_step()
+    rng = np.random.default_rng(0)
+    batch_of = lambda idx: {"planes": planes[idx], "outcomes": y[idx], "to_play": np.ones(len(idx), np.int8),
+                            "ownership": stones[idx].astype(np.int8),  # each stone owns its point
+                            "score": np.where(idx % 2 == 0, stones[idx].sum((1, 2)), np.nan).astype(np.float32)}
+    for _ in range(200):
+        state, m = step(state, batch_of(rng.integers(0, len(y), 64)))
+    v, own, score = (np.asarray(a) for a in value.make_predict_aux(model)(loop.variables_of(state), planes))
+    assert ((v > 0) == (y > 0)).mean() > 0.85
+    occupied = stones != 0
+    assert ((own > 0) == (stones > 0))[occupied].mean() > 0.95
+
+
 def test_aux_net_checkpoint_round_trip_and_predict(tmp_path):
     model = nets.make_model("b1c4_aux_value", 9, 17)
     variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(3)))
