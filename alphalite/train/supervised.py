@@ -207,10 +207,11 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     tx, schedule = make_optimizer(cfg)
     rng = jax.random.PRNGKey(cfg.seed)
     state = create_state(model, tx, rng, jnp.zeros((1, size, size, planes), jnp.float32))
-    aux = is_value and cfg.model.endswith("_aux_value")
+    aux = False
     if is_value:
         from alphalite.train import value as value_lib
 
+        aux = value_lib.is_aux(cfg.model)
         if aux:
             train_step, predict = value_lib.make_aux_train_step(), value_lib.make_predict_aux(model)
             batch_keys = value_lib.AUX_BATCH_KEYS
@@ -269,8 +270,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
             rec = {"step": step, "val_mse": res["mse"], "val_accuracy": res["accuracy"],
                    "val_positions": res["positions"]}
             if aux:
-                rec.update(val_ownership_accuracy=float(res["ownership_accuracy"]), val_score_mae=float(res["score_mae"]),
-                           val_aux_positions=res["aux_positions"])
+                rec.update(val_ownership_accuracy=float(res["ownership_accuracy"]),
+                           val_score_mae=float(res["score_mae"]), val_aux_positions=res["aux_positions"])
             score, curves = -res["mse"], (["loss", "val_mse"], ["accuracy", "val_accuracy"])
         else:
             res = evaluate(predict, variables_of(state), val_batches(), num_actions, cfg.eval_positions)
