@@ -105,6 +105,12 @@ def _value_data(args):
     return valuedata.cli_value_data(args)
 
 
+def _value_targets(args):
+    from selfplay import valuedata
+
+    return valuedata.cli_value_targets(args)
+
+
 def _export(args):
     from alphalite.nn import checkpoint
 
@@ -271,6 +277,17 @@ def build_parser() -> argparse.ArgumentParser:
     vd.add_argument("--max-minutes", type=float, default=0.0, help="stop after this many minutes (0 = no limit)")
     vd.add_argument("--quiet", action="store_true", help="no progress bar")
     vd.set_defaults(func=_value_data)
+
+    vt = sub.add_parser("value-targets", help="copy a dataset with value targets: final ownership and score "
+                        "of the games that ended by count (dead stones settled by pattern rollouts)")
+    vt.add_argument("src", help="dataset folder made by `alphalite data build`")
+    vt.add_argument("--out", required=True, help="output dataset folder (continued if it exists)")
+    vt.add_argument("--playouts", type=int, default=128, help="rollouts that settle the dead stones of a game")
+    vt.add_argument("--seed", type=int, default=0, help="seed of the rollouts")
+    vt.add_argument("--jobs", type=int, default=1, help="worker processes")
+    vt.add_argument("--max-minutes", type=float, default=0.0, help="stop after this many minutes (0 = no limit)")
+    vt.add_argument("--quiet", action="store_true", help="no progress bar")
+    vt.set_defaults(func=_value_targets)
 
     ex = sub.add_parser("export", help="run folder -> standalone model folder (model.json + variables)")
     ex.add_argument("run", help="run folder")

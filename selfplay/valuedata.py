@@ -24,10 +24,15 @@ serves both.
 
 Output: a dataset folder (``alphalite.data.dataset`` format, readable by its
 loaders and by ``alphalite sl --task value --marked-only``), one shard per
-batch, with two extra per-game fields::
+batch, with extra per-game fields::
 
     random_move [G] int32    index of the uniformly random move (= U)
     value_move  [G] int32    moves played before the training position (= U + 1)
+    score [G] float32, ownership [G, size*size] int8
+                             the value targets of ``*_aux_value`` nets: the
+                             final Tromp-Taylor score (black - white - komi)
+                             and owner of each point, exact as the games are
+                             scored (folders begun before them have none)
 
 Shards are written to a temporary name and renamed; ``index.json`` (also
 atomic) lists only finished shards, so readers never see a half-written
@@ -136,10 +141,12 @@ def play_value_games(sl: dict, rl: dict, n_games: int, komi: float, rng: np.rand
     out = []
     for g in np.flatnonzero((finished_at >= 0) & ~dropped):
         t = int(n_played[g])
-        b, w = board.area(boards[g])
+        final = np.zeros(size * size, np.int8)
+        board.owners_into(boards[g], final)  # Tromp-Taylor, the rule the games are scored by
+        b, w = int((final == 1).sum()), int((final == -1).sum())
         over = boards[g].meta[board.M_PASSES] >= 2
         out.append({"moves": moves[g, :t].copy(), "random_move": int(U[g]), "score": float(b - w - komi),
-                    "ended": "passes" if over else "move cap"})
+                    "ownership": final, "ended": "passes" if over else "move cap"})
     return out
 
 
@@ -171,13 +178,17 @@ def write_shard(out: Path, batch_no: int, games: list[dict], size: int, komi: fl
     for k, g in enumerate(games):
         d = _game_dict(size, komi, g, f"batch{batch_no:05d}-game{k:03d}")
         d["random_move"] = g["random_move"]
+        d["final_score"], d["final_ownership"] = g["score"], g["ownership"]
         by_split[dataset.split_of(d["game_hash"], val_frac, test_frac)].append(d)
     for split, gs in by_split.items():
         if not gs:
             continue
         random_move = np.array([g["random_move"] for g in gs], np.int32)
-        index["shards"].append(dataset.write_shard(out, f"{split}-{batch_no:05d}.npz", split, gs,
-                                                   {"random_move": random_move, "value_move": random_move + 1}))
+        extra = {"random_move": random_move, "value_move": random_move + 1}
+        if index.get("targets"):  # final score and ownership, exact (folders from before them have none)
+            extra["score"] = np.array([g["final_score"] for g in gs], np.float32)
+            extra["ownership"] = np.stack([g["final_ownership"] for g in gs]).astype(np.int8)
+        index["shards"].append(dataset.write_shard(out, f"{split}-{batch_no:05d}.npz", split, gs, extra))
     index["batches_done"] = batch_no + 1
     index["summary"]["games"] = sum(s["games"] for s in index["shards"])
     files.write_json_atomic(out / "index.json", index)
@@ -205,7 +216,7 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     if index is not None:  # folders from before the option were made with self-atari allowed
         index.get("options", {}).setdefault("no_self_atari", False)
     if index is None:
-        index = {"format": dataset.FORMAT, "complete": True, "shards": [], "batches_done": 0,
+        index = {"format": dataset.FORMAT, "complete": True, "shards": [], "batches_done": 0, "targets": True,
                  "summary": {"games": 0}, "options": opts, "note": FORMAT_NOTE}
     elif index.get("options") != opts:
         diff = [k for k in opts if index.get("options", {}).get(k) != opts[k]]
@@ -254,5 +265,195 @@ def cli_value_data(args) -> int:
     res = generate(args.out, args.sl, rl_checkpoint=args.rl, games=args.games, batch=args.batch, komi=args.komi,
                    u_max=args.u_max, temperature=args.temperature, seed=args.seed, max_seconds=60 * args.max_minutes,
                    no_self_atari=not args.allow_self_atari, progress=not args.quiet)
+    print(json.dumps(res, sort_keys=True), flush=True)
+    return 130 if res["stopped"] == "interrupted" else 0
+
+
+# ---------------------------------------------------------------- recorded games: final ownership and score
+#
+# ``build_targets`` copies a dataset folder and gives each game that ended by
+# count (a finite margin, like RE W+3.5) KataGo's auxiliary targets: the final
+# owner of every point and the final score. The record stops at the last move
+# with the dead stones still on the board; ``engine.decisions.Judge`` settles
+# them (a stone is dead when the opponent owns its point at the end of most of
+# ``playouts`` pattern rollouts, ``checkpoints/rollout19``), then the settled
+# position is counted by area (Tromp-Taylor): ownership +1/-1 per point, 0 for
+# dame and seki, score = black - white - komi. Games that ended otherwise keep
+# score NaN and ownership 0 (unknown; the loss masks them).
+
+TARGET_PLAYOUTS = 128
+TARGETS_NOTE = "alphalite dataset with value targets (final ownership and score of counted games)"
+_judges: dict = {}
+
+
+def final_position(size: int, komi: float, setup_points, setup_colors, moves, colors) -> board.GoState:
+    """The position after every move of a record (moves legal, as the dataset keeps them)."""
+    s = board.new_game(size, komi)
+    if len(setup_points):
+        s = board.setup(s, black=[int(p) for p, c in zip(setup_points, setup_colors) if c == board.BLACK],
+                        white=[int(p) for p, c in zip(setup_points, setup_colors) if c == board.WHITE])
+    b = s.copy_tuple(extra_history=len(moves) + 1)
+    for m, c in zip(moves, colors):
+        board.set_to_play(b, int(c))
+        if board.play_flat(b, int(m), int(c)) != board.LEGAL:
+            raise board.IllegalMove(int(m), size, "replaying a dataset game")
+    return board.GoState(size, s.komi, s.superko, s.suicide, b)
+
+
+def judge_for(playouts: int, seed: int = 0):
+    """One ``decisions.Judge`` with the pattern rollout policy per process."""
+    from alphalite.engine.decisions import Judge
+    from search.rollout import PatternPolicy
+
+    key = (playouts, seed)
+    if key not in _judges:
+        _judges[key] = Judge(playouts, seed, capacity=1, policy=PatternPolicy.load("rollout19"))
+    return _judges[key]
+
+
+def settled_targets(state: board.GoState, judge) -> tuple[np.ndarray, float, int]:
+    """(ownership int8 [size*size], score, dead stones) of a finished game:
+    the judge's dead stones taken off, then the area count with komi."""
+    from alphalite.engine import players
+
+    _, dead = judge(state)
+    settled = board.setup(state, empty=[int(p) for p in dead]) if len(dead) else state
+    own = players.owners(settled)
+    return own, float(int(own.sum()) - state.komi), int(len(dead))
+
+
+def is_counted(a: dict, g: int) -> bool:
+    """Game ``g`` of shard arrays ended by count and its record was kept whole."""
+    return bool(np.isfinite(a["margin"][g]) and a["winner"][g] != 0 and a["stop"][g] == 0
+                and a["num_moves"][g] == a["total_moves"][g])
+
+
+def _targets_work(items, playouts, seed):
+    judge = judge_for(playouts, seed)
+    out = []
+    for size, komi, sp, sc, mv, cl in items:
+        try:
+            own, score, dead = settled_targets(final_position(size, komi, sp, sc, mv, cl), judge)
+        except (board.IllegalMove, ValueError):
+            out.append(None)
+            continue
+        out.append((own, score, dead))
+    return out
+
+
+def shard_targets(a: dict, width: int, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, pool=None,
+                  chunk: int = 16) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(score [G] float32, ownership [G, width] int8, stats) for the games of
+    one shard's arrays; ``pool``: a process pool (None: this process)."""
+    G = int(a["size"].shape[0])
+    score = np.full(G, np.nan, np.float32)
+    own = np.zeros((G, width), np.int8)
+    todo = [g for g in range(G) if is_counted(a, g)]
+    mo, so = a["move_offsets"], a["setup_offsets"]
+    items = [(int(a["size"][g]), float(a["komi"][g]), a["setup_points"][so[g]:so[g + 1]],
+              a["setup_colors"][so[g]:so[g + 1]], a["moves"][mo[g]:mo[g + 1]], a["colors"][mo[g]:mo[g + 1]])
+             for g in todo]
+    parts = [items[i:i + chunk] for i in range(0, len(items), chunk)]
+    if pool is None:
+        results = [r for p in parts for r in _targets_work(p, playouts, seed)]
+    else:
+        results = [r for res in [pool.apply_async(_targets_work, (p, playouts, seed)) for p in parts]
+                   for r in res.get()]
+    st = {"counted": len(todo), "judged": 0, "failed": 0, "winner_agrees": 0, "abs_error_sum": 0.0,
+          "dead_stones": 0}
+    for g, r in zip(todo, results):
+        if r is None:
+            st["failed"] += 1
+            continue
+        o, s, dead = r
+        n = int(a["size"][g]) ** 2
+        own[g, :n] = o
+        score[g] = s
+        recorded = float(a["winner"][g]) * float(a["margin"][g])
+        st["judged"] += 1
+        st["winner_agrees"] += int(np.sign(s) == np.sign(recorded))
+        st["abs_error_sum"] += abs(s - recorded)
+        st["dead_stones"] += dead
+    return score, own, st
+
+
+def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, jobs: int = 1,
+                  max_minutes: float = 0.0, progress: bool = True) -> dict:
+    """Copy the dataset folder ``src`` to ``out`` with value targets (see above).
+
+    First every shard is copied with its targets unknown, so ``out`` is a
+    complete dataset at once; then the shards are judged one at a time (test,
+    val, then train) and rewritten. Each judged shard is recorded in the index
+    (``value_targets``); a rerun continues with the next one."""
+    from tqdm import tqdm
+
+    from alphalite.runtime import process_pool
+
+    src, out = Path(src), Path(out)
+    if src.resolve() == out.resolve():
+        raise dataset.DatasetError("--out must be another folder than the source dataset")
+    index_src = dataset.read_index(src)
+    width = max([int(k) ** 2 for s in index_src["shards"] for k in s["sizes"]] or [0])
+    out.mkdir(parents=True, exist_ok=True)
+    opts = {"source": str(src), "playouts": playouts, "seed": seed, "width": width}
+    index = _read_index(out)
+    if index is not None and index.get("value_targets", {}).get("options") != opts:
+        raise ValueError(f"{out} holds targets made with other settings; use another --out or the same settings")
+    if index is None:
+        index = {**index_src, "note": TARGETS_NOTE, "shards": [],
+                 "value_targets": {"options": opts, "judged": {}}}
+        for s in index_src["shards"]:  # targets unknown until judged
+            a = dataset.read_shard(src / s["file"])
+            G = a["size"].shape[0]
+            a["score"], a["ownership"] = np.full(G, np.nan, np.float32), np.zeros((G, width), np.int8)
+            index["shards"].append(dataset.write_arrays(out, s["file"], s["split"], a))
+        files.write_json_atomic(out / "index.json", index)
+    order = {"test": 0, "val": 1, "train": 2}
+    todo = sorted((s for s in index["shards"] if s["file"] not in index["value_targets"]["judged"]),
+                  key=lambda s: (order.get(s["split"], 3), s["file"]))
+    t0 = time.time()
+    stopped = "finished"
+    pool = process_pool(jobs) if jobs > 1 else None
+    stop = GracefulStop()
+    try:
+        for s in tqdm(todo, desc="value targets", unit="shard", disable=not progress, file=sys.stderr):
+            if stop.requested:
+                stopped = "interrupted"
+                break
+            if max_minutes and time.time() - t0 > 60 * max_minutes:
+                stopped = "time limit"
+                break
+            a = dataset.read_shard(out / s["file"])
+            a["score"], a["ownership"], st = shard_targets(a, width, playouts=playouts, seed=seed, pool=pool)
+            dataset.write_arrays(out, s["file"], s["split"], a)
+            index["value_targets"]["judged"][s["file"]] = {**st, "split": s["split"]}
+            files.write_json_atomic(out / "index.json", index)
+    finally:
+        stop.restore()
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    return {"out": str(out), "stopped": stopped, "seconds": time.time() - t0, **targets_summary(index)}
+
+
+def targets_summary(index: dict) -> dict:
+    """How many games have targets, and how the judged score agrees with the records."""
+    judged = index.get("value_targets", {}).get("judged", {})
+    tot = {k: sum(v[k] for v in judged.values()) for k in ("counted", "judged", "failed", "winner_agrees",
+                                                            "abs_error_sum", "dead_stones")}
+    n = max(tot["judged"], 1)
+    return {"shards_judged": len(judged), "shards": len(index.get("shards", [])),
+            "counted_games": tot["counted"], "judged_games": tot["judged"], "failed_games": tot["failed"],
+            "winner_agrees_with_record": tot["winner_agrees"] / n,
+            "mean_abs_score_error": tot["abs_error_sum"] / n, "dead_stones_per_game": tot["dead_stones"] / n}
+
+
+def cli_value_targets(args) -> int:
+    try:
+        res = build_targets(args.src, args.out, playouts=args.playouts, seed=args.seed, jobs=args.jobs,
+                            max_minutes=args.max_minutes, progress=not args.quiet)
+    except (dataset.DatasetError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(res, sort_keys=True), flush=True)
     return 130 if res["stopped"] == "interrupted" else 0

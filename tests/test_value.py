@@ -120,6 +120,10 @@ def test_value_data_follows_the_protocol_and_resumes(tmp_path):
             state = board.play(state, int(m))
         assert state.is_over or len(mv) == 2 * size * size + 20
         assert games["winner"][g] == np.sign(board.area_score(state))
+        # the value targets are the final position's, exact
+        assert games["score"][g] == pytest.approx(board.area_score(state))
+        from alphalite.engine import players
+        np.testing.assert_array_equal(games["ownership"][g], players.owners(state))
     assert differs > 0
     # the stored training position is the one after the random move
     batch = next(dataset.iterate_eval(out, split="all", board_size=size, marked_only=True, batch_size=64))
@@ -265,3 +269,154 @@ def test_gnugo_reference_scores_the_snapshot_positions(tmp_path):
     assert ref["games"] == 3 and ref["skipped"] == {"setup": 0, "refused": 0, "crashed": 0}
     assert ref["n_30"] == 3 and ref["n_80"] == 0
     assert ref["acc_30"] == pytest.approx(2 / 3)
+
+
+# ---------------------------------------------------------------- ownership and score targets, aux heads
+
+
+def _counted_game(result: str, extra: str = "") -> str:
+    """The wall game (black walls D-E, white G-H) then a white stone at B8
+    inside black's area, dead: settled, black owns A-E (45 points), white G-J
+    (27), column F is dame; with komi 0.5 black wins by 17.5."""
+    return _wall_game(True, result, ";W[bb]" + extra)
+
+
+def test_counted_game_targets_settle_the_dead_stone():
+    from alphalite.go import sgf
+    from selfplay import valuedata
+
+    rec = sgf.read_sgf(_counted_game("B+17.5").encode())
+    sp, sc, mv, cl = sgf.record_arrays(rec)
+    state = valuedata.final_position(9, rec.komi, sp, sc, mv, cl)
+    assert board.area_score(state) == pytest.approx(18 - 28 - 0.5)  # as it stands, B8 spoils A-C
+    own, score, dead = valuedata.settled_targets(state, valuedata.judge_for(64))
+    grid = own.reshape(9, 9)
+    assert dead == 1 and grid[1, 1] == 1  # B8 is row 1, column 1
+    assert (grid[:, :5] == 1).all() and (grid[:, 5] == 0).all() and (grid[:, 6:] == -1).all()
+    assert score == pytest.approx(17.5) == rec.winner * rec.margin
+
+
+def _targets_folder(tmp_path, playouts=32):
+    """A 9x9 dataset with the counted game and a resigned one, and its copy with targets."""
+    from selfplay import valuedata
+
+    src = tmp_path / "sgf"
+    src.mkdir()
+    (src / "counted.sgf").write_text(_counted_game("B+17.5"))
+    (src / "resigned.sgf").write_text(_counted_game("B+R", ";B[ai]"))
+    data = tmp_path / "data"
+    dataset.build([src], data, jobs=1, sizes=(9,), val_frac=0.0, test_frac=1.0, progress=False)
+    res = valuedata.build_targets(data, tmp_path / "tv", playouts=playouts, progress=False)
+    return tmp_path / "tv", res
+
+
+def test_value_targets_copy_the_dataset_and_the_loader_turns_them_with_the_board(tmp_path):
+    tv, res = _targets_folder(tmp_path)
+    assert res["stopped"] == "finished" and res["counted_games"] == 1 and res["judged_games"] == 1
+    assert res["winner_agrees_with_record"] == 1.0 and res["mean_abs_score_error"] == 0.0
+    games = dataset.load_games(tv, "test", 9)
+    counted = np.isfinite(games["score"])
+    assert counted.sum() == 1 and games["result"][counted][0] == "B+17.5"
+    assert (games["ownership"][~counted] == 0).all() and games["ownership"].shape == (2, 81)
+    seen = set()
+    for b in dataset.iterate_batches(tv, split="test", board_size=9, batch_size=8, epochs=3, preset="default"):
+        for st, own, sc, sym in zip(b["stones"], b["ownership"], b["score"], b["symmetry"]):
+            if np.isnan(sc):
+                assert (own == 0).all()
+                continue
+            seen.add(int(sym))
+            assert (own[st == 1] == 1).all() and (own[st == -1] == -1).all(), sym  # the dead stone comes last
+            assert int(own.sum()) == 18 and sc == pytest.approx(17.5)
+    assert len(seen) >= 4  # several symmetries, the walls both vertical and horizontal
+    from selfplay import valuedata
+
+    with pytest.raises(ValueError, match="other settings"):
+        valuedata.build_targets(tmp_path / "data", tv, playouts=16, progress=False)
+
+
+def test_aux_loss_masks_unknown_ownership_and_score():
+    B, n = 4, 5
+    rng = np.random.default_rng(0)
+    out = {"value_logit": jnp.asarray(rng.normal(size=B), jnp.float32),
+           "ownership_logit": jnp.asarray(rng.normal(size=(B, n, n)), jnp.float32),
+           "score": jnp.asarray(rng.normal(size=B) * 5, jnp.float32)}
+    batch = {"outcomes": np.array([1, -1, 1, -1], np.float32), "to_play": np.array([1, -1, 1, -1], np.int8),
+             "ownership": rng.integers(-1, 2, (B, n, n)).astype(np.int8),
+             "score": np.array([3.5, np.nan, -7.5, np.nan], np.float32)}
+    loss, parts = value.aux_loss(out, batch)
+    assert np.isfinite(float(loss)) and float(parts["known"]) == 0.5
+    g = jax.grad(lambda o: value.aux_loss(o, batch)[0])(out)
+    own_g, score_g = np.abs(np.asarray(g["ownership_logit"])).sum((1, 2)), np.abs(np.asarray(g["score"]))
+    assert (own_g[[1, 3]] == 0).all() and (score_g[[1, 3]] == 0).all()
+    assert (own_g[[0, 2]] > 0).all() and (score_g[[0, 2]] > 0).all()
+    assert (np.asarray(g["value_logit"]) != 0).all()
+    # with every target unknown the loss is KataGo's value term alone
+    none = {**batch, "score": np.full(B, np.nan, np.float32)}
+    z = np.asarray(out["value_logit"], np.float64)
+    y = (1 + batch["outcomes"]) / 2
+    ce = np.mean(np.logaddexp(0, 2 * z) - 2 * z * y)
+    assert float(value.aux_loss(out, none)[0]) == pytest.approx(value.W_VALUE * ce, rel=1e-5)
+    # targets are black's view: the same position seen by white flips ownership and score
+    flip = {**batch, "to_play": -batch["to_play"], "ownership": -batch["ownership"], "score": -batch["score"]}
+    assert float(value.aux_loss(out, flip)[0]) == pytest.approx(float(loss), rel=1e-6)
+
+
+def test_aux_net_learns_the_synthetic_winner_and_ownership():
+    planes, y = _synthetic_5x5(512, 0)
+    stones = planes[..., 0:4].sum(-1) - planes[..., 4:8].sum(-1)  # default: own, opp stones by liberties; black moves
+    model = nets.make_model("b1c8_aux_value", 5, 17)
+    state = loop.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0), jnp.asarray(planes[:1]))
+    step = value.make_aux_train_step()
+    rng = np.random.default_rng(0)
+    batch_of = lambda idx: {"planes": planes[idx], "outcomes": y[idx], "to_play": np.ones(len(idx), np.int8),
+                            "ownership": stones[idx].astype(np.int8),  # each stone owns its point
+                            "score": np.where(idx % 2 == 0, stones[idx].sum((1, 2)), np.nan).astype(np.float32)}
+    for _ in range(200):
+        state, m = step(state, batch_of(rng.integers(0, len(y), 64)))
+    v, own, score = (np.asarray(a) for a in value.make_predict_aux(model)(loop.variables_of(state), planes))
+    assert ((v > 0) == (y > 0)).mean() > 0.85
+    occupied = stones != 0
+    assert ((own > 0) == (stones > 0))[occupied].mean() > 0.95
+
+
+def test_aux_net_checkpoint_round_trip_and_predict(tmp_path):
+    model = nets.make_model("b1c4_aux_value", 9, 17)
+    variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(3)))
+    ck = checkpoint.export_model(tmp_path / "aux", variables, {"model": "b1c4_aux_value", "board_size": 9,
+                                                               "preset": "default", "kind": "value"})
+    x = np.asarray(jax.random.normal(jax.random.PRNGKey(4), (3, 9, 9, 17)))
+    info, loaded, predict = value.load_aux_net(str(ck))
+    v, own, score = (np.asarray(a) for a in predict(loaded, x))
+    assert v.shape == (3,) and own.shape == (3, 9, 9) and score.shape == (3,)
+    assert np.all(np.abs(v) <= 1) and np.all(np.abs(own) <= 1)
+    ref = model.apply(variables, x, train=False, aux=True)
+    np.testing.assert_allclose(own, np.asarray(ref["ownership"]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(score, np.asarray(ref["score"]), rtol=1e-5, atol=1e-5)
+    _, _, v_only = value.load_value_net(str(ck))  # a plain value net's call: v only, the same v
+    np.testing.assert_allclose(np.asarray(v_only(loaded, x)), v, rtol=1e-5, atol=1e-6)
+    with pytest.raises(checkpoint.CheckpointError, match="no ownership and score heads"):
+        value.load_aux_net(str(ROOT / "checkpoints" / "value19"))
+
+
+@pytest.mark.slow
+def test_eval_value_reports_ownership_accuracy_and_score_error(tmp_path, capsys):
+    from alphalite import cli
+
+    tv, _ = _targets_folder(tmp_path, playouts=16)
+    model = nets.make_model("b1c4_aux_value", 9, 17)
+    variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(0)))
+    ck = checkpoint.export_model(tmp_path / "v", variables, {"model": "b1c4_aux_value", "board_size": 9,
+                                                             "preset": "default", "kind": "value"})
+    assert cli.main(["eval-value", "--checkpoint", str(ck), str(tv)]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    net = res["value_net"]
+    assert res["counted_test_positions"] == 1 and net["n_30"] == 2  # both games reach move 30; one was counted
+    assert 0.0 <= net["ownership_accuracy_30"] <= 1.0 and net["ownership_accuracy_80"] is None
+    b = next(iter(dataset.iterate_eval(tv, split="test", board_size=9, move_numbers=(30,), decided_only=True)))
+    v, own, score = (np.asarray(a) for a in value.make_predict_aux(model)(variables, b["planes"]))
+    k = int(np.flatnonzero(np.isfinite(b["score"]))[0])
+    tp = float(b["to_play"][k])
+    assert net["score_mae_30"] == pytest.approx(abs(score[k] * tp - 17.5), rel=1e-5)
+    owned = b["ownership"][k] != 0
+    hits = ((own[k] * tp > 0) == (b["ownership"][k] > 0))[owned].mean()
+    assert net["ownership_accuracy_30"] == pytest.approx(hits)

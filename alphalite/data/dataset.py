@@ -41,6 +41,14 @@ Shard arrays (G games, M moves, S setup stones), all plain numpy (no pickle)::
     result, black_player, white_player, black_rank, white_rank, date,
     rules [G] str
 
+Optional value targets (``selfplay.valuedata``; every shard of a folder has
+them or none does)::
+
+    score [G] float32        final area score, black - white - komi (NaN = unknown)
+    ownership [G, N] int8    final owner of each point, row-major in the game's
+                             first size*size columns (N: the folder's largest
+                             size*size); +1 black, -1 white, 0 neutral or unknown
+
 Loading
 -------
 ``iterate_batches`` (training: shuffled, endless, resumable) and
@@ -57,6 +65,9 @@ Loading
     stones       [B, H, W] int8         +1 black, -1 white, 0 empty (symmetry applied)
     to_play      [B] int8               colour to move (+1/-1)
     captures     [B, 2] int32           prisoners taken by black, by white
+    ownership    [B, H, W] int8         final owner of each point, black's view
+                                        (symmetry applied; all 0 when unknown)
+    score        [B] float32            final black - white - komi (NaN = unknown)
 
 Value-net options (both loaders): ``decided_only`` keeps games with a known
 winner; ``move_numbers`` keeps positions after exactly those numbers of
@@ -308,11 +319,16 @@ def pack_games(games: list[dict]) -> dict[str, np.ndarray]:
 def write_shard(out: Path, name: str, split: str, games: list[dict], extra: dict | None = None) -> dict:
     """Pack ``games`` (plus ``extra`` per-game arrays) into the shard
     ``out/name``, atomically; returns its index entry."""
-    arr = pack_games(games)
-    arr.update(extra or {})
+    return write_arrays(out, name, split, {**pack_games(games), **(extra or {})})
+
+
+def write_arrays(out: Path, name: str, split: str, arr: dict[str, np.ndarray]) -> dict:
+    """Write packed shard arrays (``pack_games`` plus per-game fields, e.g.
+    a shard read back with ``read_shard`` and given value targets) to
+    ``out/name``, atomically; returns its index entry."""
     files.write_atomic(out / name, lambda f: np.savez(f, **arr))
     sizes = Counter(int(s) for s in arr["size"])
-    return {"file": name, "split": split, "games": len(games), "moves": int(arr["num_moves"].sum()),
+    return {"file": name, "split": split, "games": int(arr["size"].shape[0]), "moves": int(arr["num_moves"].sum()),
             "sizes": {str(k): v for k, v in sorted(sizes.items())}}
 
 
@@ -574,6 +590,20 @@ def _read_index(data_dir: Path) -> dict:
     return index
 
 
+def read_index(data_dir) -> dict:
+    """The ``index.json`` of a dataset folder; DatasetError if it is not one."""
+    return _read_index(Path(data_dir))
+
+
+def read_shard(path) -> dict[str, np.ndarray]:
+    """All arrays of one shard file."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, KeyError) as e:
+        raise DatasetError(f"cannot read shard {path}: {e}") from None
+
+
 def load_games(data, split: str = "train", board_size: int | None = None) -> Games:
     """The games of one split of a dataset folder (or a Games, filtered),
     optionally only one board size."""
@@ -588,11 +618,7 @@ def load_games(data, split: str = "train", board_size: int | None = None) -> Gam
         for s in index["shards"]:
             if split != "all" and s["split"] != split:
                 continue
-            try:
-                with np.load(data_dir / s["file"], allow_pickle=False) as z:
-                    parts.append({k: z[k] for k in z.files})
-            except (OSError, ValueError, KeyError) as e:
-                raise DatasetError(f"cannot read shard {data_dir / s['file']}: {e}") from None
+            parts.append(read_shard(data_dir / s["file"]))
         games = Games.concat(parts)
     if board_size is not None and len(games) and (games["size"] != board_size).any():
         games = games.select(np.flatnonzero(games["size"] == board_size))
@@ -734,6 +760,13 @@ class _Chunk:
         self.moves_left = (a["total_moves"][g_local[p]] - 1 - move_no[p]).astype(np.int32)
         self.game = gidx[p].astype(np.int32)
         self.size = P
+        N = size * size
+        if "score" in a:  # value targets (selfplay.valuedata): black's view
+            self.score = a["score"][g_local[p]].astype(np.float32)
+            self.ownership = a["ownership"][g_local[p], :N].astype(np.int8)
+        else:
+            self.score = np.full(P, np.nan, np.float32)
+            self.ownership = np.zeros((P, N), np.int8)
 
 
 def _emit(chunks_parts, size, preset, syms_parts):
@@ -748,7 +781,8 @@ def _emit(chunks_parts, size, preset, syms_parts):
     moves = np.empty(n, np.int32)
     symtab = features.sym_move_table(size).astype(np.int64)
     zob = board.zobrist_table()
-    cols = {k: [] for k in ("outcomes", "move_number", "moves_left", "game", "stones", "to_play", "captures")}
+    cols = {k: [] for k in ("outcomes", "move_number", "moves_left", "game", "stones", "to_play", "captures",
+                            "score", "ownership")}
     o = 0
     for (ch, lo, hi), syms in zip(chunks_parts, syms_parts):
         src = np.arange(lo, hi, dtype=np.int64)
@@ -761,18 +795,27 @@ def _emit(chunks_parts, size, preset, syms_parts):
         cols["stones"].append(ch.snap_color[lo:hi].reshape(-1, W, W)[:, 1:-1, 1:-1])
         cols["to_play"].append(ch.snap_meta[lo:hi, board.M_TOPLAY].astype(np.int8))
         cols["captures"].append(ch.snap_meta[lo:hi, board.M_CAPB:board.M_CAPW + 1].astype(np.int32))
+        cols["score"].append(ch.score[lo:hi])
+        cols["ownership"].append(ch.ownership[lo:hi].reshape(-1, size, size))
         o += hi - lo
     sym = np.concatenate(syms_parts).astype(np.int8) if syms_parts else np.zeros(0, np.int8)
-    stones = np.concatenate(cols["stones"])
-    for k in np.unique(sym[sym != 0]):  # features' convention: mirror (k >= 4), then k % 4 turns
-        sel = sym == k
-        x = stones[sel][:, :, ::-1] if k >= 4 else stones[sel]
-        stones[sel] = np.rot90(x, int(k) % 4, axes=(1, 2))
-    return {"planes": planes, "moves": moves, "outcomes": np.concatenate(cols["outcomes"]),
+    stones = _apply_symmetries(np.concatenate(cols["stones"]), sym)
+    ownership = _apply_symmetries(np.concatenate(cols["ownership"]), sym)
+    return {"score": np.concatenate(cols["score"]), "ownership": ownership, "planes": planes, "moves": moves, "outcomes": np.concatenate(cols["outcomes"]),
             "legal": legal, "move_number": np.concatenate(cols["move_number"]),
             "moves_left": np.concatenate(cols["moves_left"]), "symmetry": sym,
             "game": np.concatenate(cols["game"]), "stones": stones,
             "to_play": np.concatenate(cols["to_play"]), "captures": np.concatenate(cols["captures"])}
+
+
+def _apply_symmetries(x: np.ndarray, sym: np.ndarray) -> np.ndarray:
+    """Board maps ``x [B, H, W]`` under each row's symmetry, in place;
+    features' convention: mirror (k >= 4), then k % 4 quarter turns."""
+    for k in np.unique(sym[sym != 0]):
+        sel = sym == k
+        y = x[sel][:, :, ::-1] if k >= 4 else x[sel]
+        x[sel] = np.rot90(y, int(k) % 4, axes=(1, 2))
+    return x
 
 
 @dataclasses.dataclass

@@ -29,6 +29,8 @@ name            network
 ``bNcM_value``  ResNet value net: the same trunk, tanh head.
 ``bNcM_pv``     ResNet policy-value net (AlphaZero): one trunk, both heads;
                 returns ``(logits [B, A], value [B])``.
+``bNcM_aux_value`` ResNet value net with KataGo's auxiliary heads: final
+                ownership of every point and final score (``ResNetValueAux``).
 ==============  ==============================================================
 
 Weight tying (``clark_tied``). Let G be the 8 symmetries of the square
@@ -517,6 +519,52 @@ class ResNetPolicyValue(nn.Module):
         return logits.astype(jnp.float32), jnp.tanh(v[:, 0].astype(jnp.float32))
 
 
+class ResNetValueAux(nn.Module):
+    """ResNet trunk + three heads, all for the player to move (KataGo's
+    outputs): the winner (``ResNetValue``'s head, ``v = tanh(z)``), the final
+    ownership of each point (1x1 conv to ``own_channels``, BN, ReLU, 1x1 conv
+    to 1, ``tanh``) and the final score (black-minus-white from the mover's
+    side, komi included; a dense output from the value head's hidden layer
+    times ``SCORE_SCALE``, KataGo's scoremean_multiplier).
+
+    ``__call__(x)`` returns ``v [B]``, so the net drops in wherever a value
+    net goes (search, arena); ``aux=True`` returns ``{"value_logit" [B] (z),
+    "value" [B], "ownership_logit" [B, H, W] (pre-tanh), "ownership" [B, H, W],
+    "score" [B]}``. Every head runs either way, so init creates them all."""
+
+    SCORE_SCALE = 20.0
+
+    size: int
+    num_planes: int
+    blocks: int = 6
+    channels: int = 64
+    stem_kernel: int = 3
+    hidden: int = 256
+    own_channels: int = 32
+    conv: str = "auto"
+    dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train: bool = False, aux: bool = False):
+        _check_input(x, self.size, self.num_planes)
+        t = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
+            x, train
+        )
+        h = Conv1x1(1, self.dtype, name="value_conv")(t)
+        h = _batch_norm(train, self.dtype, name="value_bn")(h, relu=True)
+        h = h.reshape(h.shape[0], -1)
+        h = nn.relu(nn.Dense(self.hidden, dtype=self.dtype, name="value_hidden")(h))
+        z = nn.Dense(1, dtype=self.dtype, name="value_out")(h)[:, 0].astype(jnp.float32)
+        score = nn.Dense(1, dtype=self.dtype, name="score_out")(h)[:, 0].astype(jnp.float32) * self.SCORE_SCALE
+        o = Conv1x1(self.own_channels, self.dtype, name="own_conv")(t)
+        o = _batch_norm(train, self.dtype, name="own_bn")(o, relu=True)
+        o = Conv1x1(1, self.dtype, name="own_out")(o)[..., 0].astype(jnp.float32)
+        v = jnp.tanh(z)
+        if not aux:
+            return v
+        return {"value_logit": z, "value": v, "ownership_logit": o, "ownership": jnp.tanh(o), "score": score}
+
+
 # --------------------------------------------------------------------------
 # factory and parameter counts
 
@@ -540,7 +588,8 @@ def parse_preset(name: str) -> tuple[int, int]:
 def make_model(name: str, size: int, num_planes: int, **opts) -> nn.Module:
     """Build a model by name: ``"thesis"``, ``"clark"``, ``"clark_tied"``,
     ``"b6c64"`` (ResNet policy; any ``b<N>c<M>``), ``"b6c64_value"`` (ResNet
-    value net) or ``"b6c64_pv"`` (both heads on one trunk). ``opts`` go to
+    value net), ``"b6c64_aux_value"`` (value net with ownership and score
+    heads) or ``"b6c64_pv"`` (both heads on one trunk). ``opts`` go to
     the module (e.g. ``dtype=jnp.bfloat16``, ``batch_norm=True``,
     ``activation="leaky_relu"``, ``filters=50``, ``stem_kernel=5``); unknown
     options raise TypeError."""
@@ -557,6 +606,9 @@ def make_model(name: str, size: int, num_planes: int, **opts) -> nn.Module:
     if name.endswith("_pv"):
         blocks, channels = parse_preset(name[: -len("_pv")])
         return ResNetPolicyValue(size=size, num_planes=num_planes, blocks=blocks, channels=channels, **opts)
+    if name.endswith("_aux_value"):
+        blocks, channels = parse_preset(name[: -len("_aux_value")])
+        return ResNetValueAux(size=size, num_planes=num_planes, blocks=blocks, channels=channels, **opts)
     if name.endswith("_value"):
         blocks, channels = parse_preset(name[: -len("_value")])
         return ResNetValue(size=size, num_planes=num_planes, blocks=blocks, channels=channels, **opts)

@@ -134,6 +134,40 @@ class WinnerStats:
                             for m, b in sorted(self.by_move.items())}}
 
 
+class OwnershipScoreStats:
+    """Final-ownership and final-score error of games with known targets,
+    overall and per move number.
+
+    ``update(own_pred, own_true, score_pred, score_true, move_number)``:
+    own_* [B, H, W] from one side (pred in [-1, 1], true +1/-1/0), score_*
+    [B] from the same side; rows with a NaN ``score_true`` (unknown) are
+    skipped. Ownership accuracy: sign agreement over the points with an
+    owner (neutral points left out); score error: mean absolute error."""
+
+    def __init__(self):
+        self.by_move: dict[int, list] = {}  # move -> [positions, points, hits, abs error]
+
+    def update(self, own_pred, own_true, score_pred, score_true, move_number):
+        known = np.isfinite(np.asarray(score_true, np.float64))
+        op, ot = np.asarray(own_pred)[known], np.asarray(own_true)[known]
+        err = np.abs(np.asarray(score_pred, np.float64)[known] - np.asarray(score_true, np.float64)[known])
+        owned = ot != 0
+        hits = ((op > 0) == (ot > 0)) & owned
+        for m, pts, h, e in zip(np.asarray(move_number)[known], owned.sum((1, 2)), hits.sum((1, 2)), err):
+            b = self.by_move.setdefault(int(m), [0, 0, 0, 0.0])
+            b[0] += 1
+            b[1] += int(pts)
+            b[2] += int(h)
+            b[3] += float(e)
+
+    def result(self) -> dict:
+        tot = np.sum(list(self.by_move.values()) or [[0, 0, 0, 0.0]], axis=0)
+        return {"positions": int(tot[0]), "ownership_accuracy": tot[2] / max(tot[1], 1),
+                "score_mae": tot[3] / max(tot[0], 1),
+                "by_move": {str(m): {"n": b[0], "ownership_accuracy": b[2] / max(b[1], 1), "score_mae": b[3] / b[0]}
+                            for m, b in sorted(self.by_move.items())}}
+
+
 def _savefig_atomic(fig, path: str | os.PathLike) -> None:
     files.write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=100, bbox_inches="tight"))
 

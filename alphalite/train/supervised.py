@@ -2,7 +2,9 @@
 
 ``task="value"`` runs the same loop for a value net (``*_value`` model):
 MSE against the game outcome of the mover, games without a winner skipped,
-``per_game`` positions per game each epoch (steps in alphalite.train.value).
+``per_game`` positions per game each epoch (steps in alphalite.train.value);
+a ``*_aux_value`` model also learns final ownership and score (KataGo's
+loss, ``alphalite.train.value``) where the data has those targets.
 
 ``train_step(state, batch) -> (state, metrics)`` is jitted once per shape.
 ``train_and_evaluate(config, workdir)`` runs (or resumes) a run folder.
@@ -205,11 +207,17 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     tx, schedule = make_optimizer(cfg)
     rng = jax.random.PRNGKey(cfg.seed)
     state = create_state(model, tx, rng, jnp.zeros((1, size, size, planes), jnp.float32))
+    aux = False
     if is_value:
         from alphalite.train import value as value_lib
 
-        train_step, predict = value_lib.make_train_step(), value_lib.make_predict(model)
-        batch_keys = ("planes", "outcomes")
+        aux = value_lib.is_aux(cfg.model)
+        if aux:
+            train_step, predict = value_lib.make_aux_train_step(), value_lib.make_predict_aux(model)
+            batch_keys = value_lib.AUX_BATCH_KEYS
+        else:
+            train_step, predict = value_lib.make_train_step(), value_lib.make_predict(model)
+            batch_keys = ("planes", "outcomes")
         select = value_lib.position_filter(cfg.marked_only)
         val_select = value_lib.position_filter(cfg.marked_only, validation=True)
     else:
@@ -258,9 +266,12 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
 
     def run_eval():
         if is_value:
-            res = value_lib.evaluate(predict, variables_of(state), val_batches(), cfg.eval_positions)
+            res = value_lib.evaluate(predict, variables_of(state), val_batches(), cfg.eval_positions, aux=aux)
             rec = {"step": step, "val_mse": res["mse"], "val_accuracy": res["accuracy"],
                    "val_positions": res["positions"]}
+            if aux:
+                rec.update(val_ownership_accuracy=float(res["ownership_accuracy"]),
+                           val_score_mae=float(res["score_mae"]), val_aux_positions=res["aux_positions"])
             score, curves = -res["mse"], (["loss", "val_mse"], ["accuracy", "val_accuracy"])
         else:
             res = evaluate(predict, variables_of(state), val_batches(), num_actions, cfg.eval_positions)
@@ -278,7 +289,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
 
     start = time.time()
     seconds0 = float(meta.get("seconds", 0.0))
-    sums = ("loss", "accuracy", "grad_norm")
+    sums = ("loss", "accuracy", "grad_norm") + (("value_loss", "ownership_loss", "score_mae", "known") if aux else ())
     window = {**dict.fromkeys(sums, 0.0), "n": 0, "t": time.time()}
     last = {}
     bar = tqdm(total=cfg.total_steps, initial=step, desc="sl", unit="step", disable=not progress,

@@ -7,10 +7,27 @@ player to move (+1 = the mover wins). Training minimises the MSE against the
 game's outcome (AlphaGo); the winner prediction of a position is black when
 ``v * to_play > 0``.
 
+A value net with KataGo's auxiliary heads (``nets.ResNetValueAux``, a
+``*_aux_value`` model) also predicts the final ownership of every point and
+the final score, all for the player to move; the batches carry those
+targets for the games that ended by count (``selfplay.valuedata``). Its loss
+is KataGo's (``python/katago/train/metrics_pytorch.py``), per position:
+
+    1.20 * CE(winner)                                   (loss_value_samplewise)
+  + 1.5 * mean over the points of BCE(ownership)        (loss_ownership_samplewise:
+        the sum over the board divided by its area, i.e. 1.5 / size^2 per point;
+        logits 2 * pre-tanh, target (1 + o) / 2)
+  + 0.0015 * Huber(score, delta 12)                     (loss_scoremean_samplewise)
+
+the last two only where the targets are known. The winner is one logit z
+with v = tanh(z) and P(win) = sigmoid(2 z), KataGo's pre-tanh convention.
+
 ``alphalite eval-value --checkpoint CKPT SRC...`` evaluates a value net on
 the positions after exactly 30, 80, 130 and 180 moves of held-out games and,
 in the same run, the NN-Influence baseline (``alphalite.train.influence``) trained
-on the training games of the same source, on the same positions.
+on the training games of the same source, on the same positions; for a net
+with auxiliary heads also the ownership accuracy (sign agreement over owned
+points) and the score error (MAE, points) on the counted test games.
 """
 
 from __future__ import annotations
@@ -29,6 +46,9 @@ from alphalite.train import influence, loop, metrics
 
 SNAPSHOT_MOVES = (30, 80, 130, 180)  # NN-Influence's table
 PAPER_ACCURACY = {30: 0.521, 80: 0.618, 130: 0.767, 180: 0.893}
+# KataGo's loss weights (see the module docstring) and its score Huber delta.
+W_VALUE, W_OWNERSHIP, W_SCORE, SCORE_DELTA = 1.20, 1.5, 0.0015, 12.0
+AUX_BATCH_KEYS = ("planes", "outcomes", "to_play", "ownership", "score")
 VAL_STRIDE = 10  # validation: every 10th position of each val game
 
 
@@ -65,6 +85,54 @@ def make_train_step():
     return jax.jit(train_step, donate_argnums=0)
 
 
+def is_aux(model_name: str) -> bool:
+    """Whether a model name is a value net with ownership and score heads."""
+    return str(model_name).endswith("_aux_value")
+
+
+def aux_loss(out: dict, batch: dict):
+    """KataGo's value + ownership + score loss (module docstring) and its
+    parts: ``out`` from ``ResNetValueAux(aux=True)``; ``batch``: outcomes
+    [B] (mover), to_play [B], ownership [B, H, W] (black's view), score [B]
+    (black's view, NaN = unknown). Returns (mean loss, parts dict)."""
+    import jax.numpy as jnp
+    import optax
+
+    tp = batch["to_play"].astype(jnp.float32)
+    known = jnp.isfinite(batch["score"])
+    kf = known.astype(jnp.float32)
+    l_value = optax.sigmoid_binary_cross_entropy(2.0 * out["value_logit"], (1.0 + batch["outcomes"]) / 2.0)
+    own_t = batch["ownership"].astype(jnp.float32) * tp[:, None, None]
+    l_own = optax.sigmoid_binary_cross_entropy(2.0 * out["ownership_logit"], (1.0 + own_t) / 2.0).mean((1, 2))
+    score_t = jnp.where(known, batch["score"], 0.0) * tp
+    l_score = optax.huber_loss(out["score"], score_t, delta=SCORE_DELTA)  # 0.5 d^2, then linear: KataGo's
+    loss = W_VALUE * l_value + kf * (W_OWNERSHIP * l_own + W_SCORE * l_score)
+    n_known = jnp.maximum(kf.sum(), 1.0)
+    parts = {"value_loss": l_value.mean(), "ownership_loss": (kf * l_own).sum() / n_known,
+             "score_mae": (kf * jnp.abs(out["score"] - score_t)).sum() / n_known, "known": kf.mean()}
+    return loss.mean(), parts
+
+
+def make_aux_train_step():
+    """jitted ``(state, batch with AUX_BATCH_KEYS) -> (state, metrics)`` for
+    a ``*_aux_value`` net: ``aux_loss`` plus the winner accuracy; state donated."""
+    import jax
+    import jax.numpy as jnp
+
+    def train_step(state, batch):
+        def loss_fn(params):
+            variables = {"params": params, "batch_stats": state.batch_stats}
+            out, updates = state.apply_fn(variables, batch["planes"], train=True, aux=True, mutable=["batch_stats"])
+            loss, parts = aux_loss(out, batch)
+            return loss, (out["value"], parts, updates)
+
+        (loss, (v, parts, updates)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        state, m = loop.apply_update(state, grads, updates, loss)
+        return state, {**m, **parts, "accuracy": jnp.mean((v > 0) == (batch["outcomes"] > 0))}
+
+    return jax.jit(train_step, donate_argnums=0)
+
+
 def make_predict(model):
     """jitted ``(variables, planes [B,H,W,C]) -> v [B]``."""
     import jax
@@ -72,19 +140,56 @@ def make_predict(model):
     return jax.jit(lambda variables, planes: model.apply(variables, planes, train=False))
 
 
-def evaluate(predict, variables, batches, max_positions: int = 0) -> dict:
+def make_predict_aux(model):
+    """jitted ``(variables, planes [B,H,W,C]) -> (v [B], ownership [B,H,W],
+    score [B])`` of a ``*_aux_value`` net, all for the player to move:
+    v and ownership in [-1, 1] (+1: the mover wins / owns the point), score
+    in points (the mover's area minus the opponent's, komi included)."""
+    import jax
+
+    def predict(variables, planes):
+        out = model.apply(variables, planes, train=False, aux=True)
+        return out["value"], out["ownership"], out["score"]
+
+    return jax.jit(predict)
+
+
+def load_aux_net(checkpoint: str):
+    """(info, variables, predict) of a value net with ownership and score
+    heads; ``predict`` as ``make_predict_aux``. CheckpointError for another net."""
+    info, model, variables = ckpt.load_model(checkpoint, "value")
+    if not is_aux(info["model"]):
+        raise ckpt.CheckpointError(f"{checkpoint} ({info['model']}) has no ownership and score heads")
+    return info, variables, make_predict_aux(model)
+
+
+def evaluate(predict, variables, batches, max_positions: int = 0, aux: bool = False) -> dict:
     """Value metrics over batches from the dataset loaders (MSE is on the
-    mover's outcome, the same number as from black's side)."""
-    stats = metrics.WinnerStats()
+    mover's outcome, the same number as from black's side). ``aux``:
+    ``predict`` is ``make_predict_aux``'s, and the result adds
+    ``ownership_accuracy``, ``score_mae`` and ``aux_positions``."""
+    stats, extra = metrics.WinnerStats(), metrics.OwnershipScoreStats()
     for batch in batches:
-        v = np.asarray(predict(variables, batch["planes"]))
-        tp = batch["to_play"].astype(np.float64)
-        stats.update(v * tp, batch["outcomes"] * tp, batch["move_number"])
+        update(stats, extra if aux else None, predict(variables, batch["planes"]), batch)
         if max_positions and stats.n >= max_positions:
             break
     res = stats.result()
     del res["by_move"]
+    if aux:
+        r = extra.result()
+        res.update(ownership_accuracy=r["ownership_accuracy"], score_mae=r["score_mae"], aux_positions=r["positions"])
     return res
+
+
+def update(stats, extra, out, batch) -> None:
+    """Add one batch's predictions (``v`` or ``(v, ownership, score)`` for
+    the mover) to WinnerStats and, when given, OwnershipScoreStats (black's view)."""
+    tp = batch["to_play"].astype(np.float64)
+    v = np.asarray(out[0] if isinstance(out, tuple) else out)
+    stats.update(v * tp, batch["outcomes"] * tp, batch["move_number"])
+    if extra is not None:
+        own, score = np.asarray(out[1]), np.asarray(out[2])
+        extra.update(own * tp[:, None, None], batch["ownership"], score * tp, batch["score"], batch["move_number"])
 
 
 def load_value_net(checkpoint: str):
@@ -105,7 +210,9 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
     import tempfile
 
     t0 = time.time()
-    info, variables, predict = load_value_net(checkpoint)
+    info, model, variables = ckpt.load_model(checkpoint, "value")
+    aux = is_aux(info["model"])
+    predict = make_predict_aux(model) if aux else make_predict(model)
     size, preset = int(info["board_size"]), info["preset"]
     with tempfile.TemporaryDirectory(prefix="alphalite-evalv-") as tmp:
         srcs = [str(s) for s in sources]
@@ -123,11 +230,10 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
         if not tests:
             raise dataset.DatasetError(f"no decided test games of size {size} reach move {SNAPSHOT_MOVES[0]} "
                                        f"in {', '.join(srcs)}")
-        net = metrics.WinnerStats()
+        net, extra = metrics.WinnerStats(), metrics.OwnershipScoreStats()
         t_net = time.time()
         for b in tests:
-            tp = b["to_play"].astype(np.float64)
-            net.update(np.asarray(predict(variables, b["planes"])) * tp, b["outcomes"] * tp, b["move_number"])
+            update(net, extra if aux else None, predict(variables, b["planes"]), b)
         t_net = time.time() - t_net
         base = influence.train_and_evaluate(data, tests, board_size=size, max_games=influence_games,
                                             seed=seed, progress=progress)
@@ -139,6 +245,15 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
            "value_net": _summary(net.result()), "influence": {**_summary(base["stats"]), **base["train"]},
            "paper_influence_accuracy": {str(k): v for k, v in PAPER_ACCURACY.items()},
            "value_net_positions_per_s": net.n / max(t_net, 1e-9), "seconds": time.time() - t0}
+    # positions whose game has ownership and score targets (ended by count)
+    out["counted_test_positions"] = int(sum(np.isfinite(b["score"]).sum() for b in tests))
+    if aux:
+        r = extra.result()
+        out["value_net"].update(ownership_accuracy=r["ownership_accuracy"], score_mae=r["score_mae"],
+                                **{f"ownership_accuracy_{m}": r["by_move"].get(str(m), {}).get("ownership_accuracy")
+                                   for m in SNAPSHOT_MOVES},
+                                **{f"score_mae_{m}": r["by_move"].get(str(m), {}).get("score_mae")
+                                   for m in SNAPSHOT_MOVES})
     if ref is not None:
         out["gnugo_estimate"] = ref
     return out
