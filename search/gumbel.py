@@ -74,7 +74,7 @@ def completed_sigma(T, node, value_scale, maxvisit_init, out):
     """Fill ``out[A]`` with ``sigma(completedQ)`` of ``node``'s actions
     (legal or not: an illegal action counts as unvisited, as in mctx, whose
     min and max run over every action)."""
-    cp, cv, cw, cl = T.children_prior, T.children_visits, T.children_value_sum, T.children_legal
+    cp, cv, cw = T.children_prior, T.children_visits, T.children_value_sum
     A = cp.shape[1]
     total = 0
     maxv = 0
