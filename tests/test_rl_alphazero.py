@@ -2,6 +2,7 @@
 workers produces games, checkpoints and gating results; a self-play actor
 killed with SIGKILL mid-run loses no finished record; a rerun resumes."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -88,15 +89,16 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     work = tmp_path / "az"
     store = Store(work)
     out: dict = {}
-    cfg = TINY.__class__(**{**TINY.__dict__, "games_per_iteration": 6})
-    t = threading.Thread(target=lambda: out.update(train_alphazero(cfg, TINY_SP, SearchParams(), work,
+    cfg = dataclasses.replace(TINY, games_per_iteration=16)
+    sp = dataclasses.replace(TINY_SP, games_at_once=1)  # one game after another: the kill lands mid-round
+    t = threading.Thread(target=lambda: out.update(train_alphazero(cfg, sp, SearchParams(), work,
                                                                    progress=False)))
     t.start()
     deadline = time.time() + 120
     while time.time() < deadline and not (store.games.is_dir() and store.game_paths()):
-        time.sleep(0.2)
+        time.sleep(0.02)
     seen = {p.name: p.read_bytes() for p in store.game_paths()}
-    assert seen, "no game finished"
+    assert 0 < len(seen) < cfg.games_per_iteration, "the kill must come while the actor plays"
     [name] = [a for a in ray.util.list_named_actors() if a.startswith("alphalite-selfplay-0-")]
     os.kill(ray.get(ray.get_actor(name).pid.remote()), signal.SIGKILL)
     t.join(180)
@@ -115,8 +117,7 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
 
     # the same command with more iterations resumes: counter, checkpoint, games on disk
     before = {p.name for p in store.game_paths()}
-    res = train_alphazero(TINY.__class__(**{**cfg.__dict__, "iterations": 2}), TINY_SP, SearchParams(), work,
-                          progress=False)
+    res = train_alphazero(dataclasses.replace(cfg, iterations=2), sp, SearchParams(), work, progress=False)
     assert res["start_iteration"] == 1 and res["iteration"] == 2
     after = {p.name for p in store.game_paths()}
     assert before < after and len(after) == n1 + cfg.games_per_iteration

@@ -200,7 +200,8 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
     # One core each; the gating task reserves none: it runs while the actors wait for its result.
     learner = ray.remote(num_cpus=1, **opts)(LearnerActor).options(name=f"alphalite-learner-{token}").remote(
         root, saved["zero"], sp.preset)
-    actors = [ray.remote(num_cpus=1, **opts)(SelfPlayer).options(name=f"alphalite-selfplay-{i}-{token}").remote(
+    # max_concurrency 2: pid() answers while play() runs (tests and operators kill by pid)
+    actors = [ray.remote(num_cpus=1, max_concurrency=2, **opts)(SelfPlayer).options(name=f"alphalite-selfplay-{i}-{token}").remote(
         root, i, cfg.size, saved["selfplay"], saved["search"]) for i in range(n_actors)]
     gate_task = ray.remote(num_cpus=0, max_retries=3)(gate_nets)
     it = store.iteration()
