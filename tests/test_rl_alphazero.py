@@ -22,7 +22,7 @@ from selfplay import alphazero, records
 from selfplay.config import SelfPlayConfig
 
 TINY = ZeroConfig(size=5, model="b1c8", init="", init_value="", iterations=1, games_per_iteration=4,
-                  train_steps=4, batch_size=16, gate_games=4, gate_visits=4, window_games=100)
+                  train_steps=4, train_batch=16, gate_games=4, gate_visits=4, window_games=100)
 TINY_SP = SelfPlayConfig(games_at_once=2, simulations=4, max_considered=4, komi=0.5, max_moves=24)
 
 
@@ -123,3 +123,16 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     assert before < after and len(after) == n1 + cfg.games_per_iteration
     trains = [m for m in store.read_metrics() if m["kind"] == "train"]
     assert [m["step"] for m in trains] == [cfg.train_steps, 2 * cfg.train_steps]
+
+
+def test_alphazero_flags_reach_their_own_config():
+    from alphalite import cli
+    from alphalite.runtime import config as config_lib
+
+    names = [{f.name for f in dataclasses.fields(c)} for c in (ZeroConfig, SelfPlayConfig, SearchParams)]
+    assert not (names[0] & names[1]) and not (names[0] & names[2]) and not (names[1] & names[2])
+    args = cli.build_parser().parse_args(["rl", "--algo", "alphazero", "--workdir", "w", "--train-batch", "32",
+                                          "--batch", "4", "--c-puct", "2.0", "--simulations", "8"])
+    assert config_lib.from_args(ZeroConfig, args).train_batch == 32
+    assert config_lib.from_args(SearchParams, args) == SearchParams(batch_size=4, c_puct=2.0)
+    assert config_lib.from_args(SelfPlayConfig, args).simulations == 8

@@ -58,7 +58,7 @@ class ZeroConfig:
     iterations: int = field(20, "rounds of self-play, training and gating (a rerun continues the count)")
     games_per_iteration: int = field(32, "self-play games a round, shared among the actors")
     train_steps: int = field(200, "learner steps a round; a checkpoint after each round")
-    batch_size: int = field(128, "positions per learner step")
+    train_batch: int = field(128, "positions per learner step")
     learning_rate: float = field(1e-3, "AdamW step size")
     weight_decay: float = field(1e-4, "AdamW weight decay")
     value_weight: float = field(1.0, "weight of the value MSE beside the policy cross-entropy")
@@ -111,7 +111,7 @@ class LearnerActor:
         c = config_lib.from_dict(ZeroConfig, cfg)
         self.learner = Learner(workdir, model=c.model, size=c.size, preset=preset, init=c.init,
                                init_value=c.init_value, learning_rate=c.learning_rate, weight_decay=c.weight_decay,
-                               batch_size=c.batch_size, value_weight=c.value_weight, window_games=c.window_games,
+                               batch_size=c.train_batch, value_weight=c.value_weight, window_games=c.window_games,
                                seed=c.seed)
 
     def pid(self) -> int:
@@ -254,7 +254,7 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
 
 def demo_zero(workdir: str | Path, *, iterations: int = 2, num_cpus: int | None = None) -> dict:
     """A few small rounds on 9x9 for ``make demo``."""
-    cfg = ZeroConfig(size=9, iterations=iterations, games_per_iteration=8, train_steps=30, batch_size=64,
+    cfg = ZeroConfig(size=9, iterations=iterations, games_per_iteration=8, train_steps=30, train_batch=64,
                      gate_games=8, gate_visits=8)
     sp = SelfPlayConfig(games_at_once=8, simulations=16, max_considered=8)
     return train_alphazero(cfg, sp, SearchParams(), workdir, num_cpus=num_cpus, progress=True)
