@@ -253,7 +253,8 @@ def write_report(out: Path, parts: dict) -> Path:
     if zero:
         lines += ["", "## AlphaZero on Ray (9x9)", "",
                   f"{zero.get('iteration')} iterations, {zero.get('games')} self-play games, "
-                  f"{zero.get('actors')} self-play actor(s); best net: step {(zero.get('best') or {}).get('step')}.", ""]
+                  f"{zero.get('actors')} self-play actor(s); best net: step "
+                  f"{(zero.get('best') or {}).get('step')}.", ""]
         for g in zero.get("gates", []):
             lines.append(f"- iteration {g['iteration']}: new net (step {g['new_step']}) vs best (step "
                          f"{g['best_step']}): score {g.get('score', 0):.2f} over {g.get('games')} games, "

@@ -53,7 +53,8 @@ def test_init_copies_shipped_arrays_where_shapes_match():
     assert any(c.startswith("policy9:params/trunk/") for c in copied)
     assert any(c.startswith("value9:params/value_out") for c in copied)
     assert not any(c.startswith("value9:params/trunk") for c in copied)  # the trunk is the policy net's
-    np.testing.assert_array_equal(variables["params"]["policy_dense"]["kernel"], pol["params"]["policy_dense"]["kernel"])
+    np.testing.assert_array_equal(variables["params"]["policy_dense"]["kernel"],
+                                  pol["params"]["policy_dense"]["kernel"])
 
 
 def test_positions_replay_the_record(tmp_path):

@@ -201,7 +201,8 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
     learner = ray.remote(num_cpus=1, **opts)(LearnerActor).options(name=f"alphalite-learner-{token}").remote(
         root, saved["zero"], sp.preset)
     # max_concurrency 2: pid() answers while play() runs (tests and operators kill by pid)
-    actors = [ray.remote(num_cpus=1, max_concurrency=2, **opts)(SelfPlayer).options(name=f"alphalite-selfplay-{i}-{token}").remote(
+    player = ray.remote(num_cpus=1, max_concurrency=2, **opts)(SelfPlayer)
+    actors = [player.options(name=f"alphalite-selfplay-{i}-{token}").remote(
         root, i, cfg.size, saved["selfplay"], saved["search"]) for i in range(n_actors)]
     gate_task = ray.remote(num_cpus=0, max_retries=3)(gate_nets)
     it = store.iteration()
