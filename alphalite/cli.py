@@ -55,9 +55,21 @@ def _rl(args):
     import json
 
     from alphalite.runtime import config as config_lib
-    from selfplay import rl
 
     base = json.loads(open(args.config).read()) if args.config else {}
+    if args.algo == "alphazero":
+        from alphalite.zero import run as zero
+        from search.params import SearchParams
+        from selfplay.config import SelfPlayConfig
+
+        parts = {name: config_lib.from_args(cls, args, base.get(name, {}))
+                 for name, cls in (("zero", zero.ZeroConfig), ("selfplay", SelfPlayConfig), ("search", SearchParams))}
+        res = zero.train_alphazero(parts["zero"], parts["selfplay"], parts["search"], args.workdir,
+                                   address=args.address, num_cpus=args.num_cpus, progress=not args.quiet)
+        print(json.dumps(res, sort_keys=True))
+        return 130 if res.get("stopped") == "interrupted" else 0
+    from selfplay import rl
+
     cfg = config_lib.from_args(rl.RLConfig, args, base)
     res = rl.train_rl(cfg, args.workdir, progress=not args.quiet)
     if args.export:
@@ -215,12 +227,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     from selfplay.rl import RLConfig
 
-    rl = sub.add_parser("rl", help="policy-gradient self-play from an SL policy (run_rl.py)")
+    rl = sub.add_parser("rl", help="self-play RL (run_rl.py): policy gradient from an SL policy, or AlphaZero "
+                        "on Ray (--algo alphazero)")
+    rl.add_argument("--algo", choices=("reinforce", "alphazero"), default="reinforce",
+                    help="reinforce: policy gradient (selfplay.rl); alphazero: self-play actors, a learner and "
+                         "SPRT gating on Ray (alphalite.zero.run)")
     rl.add_argument("--workdir", required=True, help="run folder (created, or resumed if it exists)")
-    rl.add_argument("--config", help="JSON file with config values (flags override it)")
-    rl.add_argument("--export", help="afterwards, copy the best evaluated policy to this model folder")
+    rl.add_argument("--config", help="JSON file with config values (flags override it); alphazero: "
+                    '{"zero": {...}, "selfplay": {...}, "search": {...}}')
+    rl.add_argument("--export", help="reinforce: afterwards, copy the best evaluated policy to this model folder")
     rl.add_argument("--quiet", action="store_true", help="no progress bar")
-    config_lib.add_arguments(rl, RLConfig)
+    config_lib.add_arguments(rl.add_argument_group("reinforce"), RLConfig)
+    rl.add_argument("--address", help="alphazero: join the Ray cluster at this address ('auto': the one started "
+                    "on this machine by `ray start`); default: a local Ray on this machine's cores")
+    rl.add_argument("--num-cpus", type=int, help="alphazero, local Ray: cores to use (default: all)")
+    from alphalite.zero.run import ZeroConfig
+    from search.params import SearchParams
+    from selfplay.config import SelfPlayConfig
+
+    for title, cls in (("alphazero (flags also in reinforce mean the same there: komi, seed, ...)", ZeroConfig),
+                       ("alphazero self-play", SelfPlayConfig), ("alphazero search (PUCT root)", SearchParams)):
+        config_lib.add_arguments(rl.add_argument_group(title), cls, skip_existing=True)
     rl.set_defaults(func=_rl)
 
     tp = sub.add_parser("train-patterns", help="train the pattern rollout and tree policies on a dataset "

@@ -12,7 +12,10 @@ Stages:
 7. a short 19x19 match of that MCTS engine against GNU Go, and a few 9x9
    games of the rollout MCTS against GNU Go (issue 5's quick strength check);
    both skipped with a message where GNU Go is not installed;
-8. a markdown report with the plots: ``runs/demo/report.md``.
+8. two rounds of AlphaZero training on a local Ray (9x9, from the shipped
+   policy9 + value9 arrays: self-play actors, a learner, SPRT gating;
+   ``alphalite.zero.run.demo_zero``);
+9. a markdown report with the plots: ``runs/demo/report.md``.
 
 Everything goes under ``runs/demo`` (ignored by git); a rerun resumes where it
 stopped (each stage keeps its own run folder), and Ctrl-C stops cleanly.
@@ -194,6 +197,21 @@ def stage_match(policy: Path, value_net: Path | None, out: Path) -> dict:
     return {"19x19": res19, "9x9": res9}
 
 
+def stage_zero(workdir: Path) -> dict:
+    from alphalite.zero import run as zero
+    from alphalite.zero.store import Store
+
+    _banner(f"8. AlphaZero on a local Ray: 9x9 self-play actors, a learner, SPRT gating -> {_rel(workdir)}")
+    t0 = time.time()
+    res = zero.demo_zero(workdir, iterations=2)
+    if res.get("stopped") == "interrupted":
+        raise KeyboardInterrupt
+    res["gates"] = [m for m in Store(workdir).read_metrics() if m["kind"] == "gate"]
+    print(f"AlphaZero stage: {res['iteration']} iterations, {res['games']} games, best net step "
+          f"{(res.get('best') or {}).get('step')}, {time.time() - t0:.0f} s")
+    return res
+
+
 def write_report(out: Path, parts: dict) -> Path:
     """runs/demo/report.md: what each stage made, with its plots."""
     def link(p):
@@ -231,6 +249,16 @@ def write_report(out: Path, parts: dict) -> Path:
             lines += [f"### {key}", "", "```", rep["text"], "```"]
         if rep.get("plot"):
             lines.append(link(rep["plot"]))
+    zero = parts.get("zero") or {}
+    if zero:
+        lines += ["", "## AlphaZero on Ray (9x9)", "",
+                  f"{zero.get('iteration')} iterations, {zero.get('games')} self-play games, "
+                  f"{zero.get('actors')} self-play actor(s); best net: step "
+                  f"{(zero.get('best') or {}).get('step')}.", ""]
+        for g in zero.get("gates", []):
+            lines.append(f"- iteration {g['iteration']}: new net (step {g['new_step']}) vs best (step "
+                         f"{g['best_step']}): score {g.get('score', 0):.2f} over {g.get('games')} games, "
+                         f"LLR {g.get('llr', 0):.2f} -> {'accepted' if g['accepted'] else 'rejected'}")
     path = out / "report.md"
     files.write_atomic(path, lambda f: f.write(("\n".join(lines) + "\n").encode()))
     return path
@@ -258,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         value_net = Path(parts["value"]["run"])
         stage_gtp(mcts_args(policy, value_net, 48), "our MCTS (the demo's policy + value net, 48 visits)")
         parts["match"] = stage_match(policy, value_net, out / "arena")
+        parts["zero"] = stage_zero(out / "zero")
     except KeyboardInterrupt:
         print("\ndemo interrupted; rerun `make demo` to resume", file=sys.stderr)
         return 130

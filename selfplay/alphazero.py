@@ -26,7 +26,6 @@ those of its board at resignation; its winner is the other player.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -35,39 +34,11 @@ import numpy as np
 
 from alphalite.go import board
 from alphalite.go.board import area, owners_into
-from alphalite.runtime.config import field
-from search.multigame import MultiParams, MultiSearch
+from search.multigame import MultiSearch
 from search.params import SearchParams
+from selfplay.config import SelfPlayConfig
 from selfplay.games import Game
 from selfplay.records import write_game
-
-
-@dataclasses.dataclass(frozen=True)
-class SelfPlayConfig:
-    games_at_once: int = field(64, "games played at once (one network batch for all their leaves)")
-    simulations: int = field(32, "search visits a move")
-    root: str = field("gumbel", "root selection: gumbel (sequential halving, completed-Q target) or puct "
-                                "(Dirichlet noise, visit-count target)", choices=("gumbel", "puct"))
-    max_considered: int = field(16, "gumbel: actions considered at the root")
-    c_puct: float = field(1.5, "puct: exploration constant")
-    dirichlet_alpha: float = field(-1.0, "puct: root noise alpha; negative: 10 / (size * size)")
-    dirichlet_fraction: float = field(0.25, "puct: share of the root prior replaced by the noise")
-    temperature_moves: int = field(-1, "puct: moves drawn in proportion to visits before playing the most "
-                                       "visited; negative: the board size")
-    komi: float = field(7.5, "komi")
-    max_moves: int = field(0, "move cap; 0: board.default_max_moves(size)")
-    resign_below: float = field(-1.0, "resign when the mover's search value was below this on its last "
-                                      "resign_moves moves; -1: never")
-    resign_moves: int = field(3, "see resign_below")
-    preset: str = field("default", "input planes of the net")
-
-    def search_params(self, size: int) -> MultiParams:
-        alpha = 10.0 / (size * size) if self.dirichlet_alpha < 0 else self.dirichlet_alpha
-        tm = size if self.temperature_moves < 0 else self.temperature_moves
-        puct = SearchParams(c_puct=self.c_puct, dirichlet_alpha=alpha, dirichlet_fraction=self.dirichlet_fraction,
-                            temperature=1.0, temperature_moves=tm)
-        return MultiParams(num_simulations=self.simulations, root=self.root, max_considered=self.max_considered,
-                           puct=puct)
 
 
 def pv_net(model, variables: dict, inference: str = "auto", pad_to: int | None = None):
@@ -125,15 +96,17 @@ def _finish(slot: _Slot, ms: MultiSearch, g: int, ended: str, resigned: int, nam
 
 
 def run_games(net_fn: Callable, params: Any, n_games: int, *, size: int, config: SelfPlayConfig = SelfPlayConfig(),
-              gen: np.random.Generator | None = None, on_game: Callable[[int, Game], None] | None = None,
+              search: SearchParams = SearchParams(), gen: np.random.Generator | None = None,
+              on_game: Callable[[int, Game], None] | None = None,
               stop: Callable[[], bool] | None = None, names=("selfplay", "selfplay")) -> dict:
     """Play ``n_games`` self-play games, ``config.games_at_once`` at a time;
     ``on_game(index, game)`` is called as each finishes (in finishing
-    order). ``stop()`` is polled between moves; games in progress are then
+    order). ``search``: the PUCT knobs (``SelfPlayConfig.search_params``).
+    ``stop()`` is polled between moves; games in progress are then
     dropped. Returns counts: games, moves, visits, net_calls, leaves."""
     gen = np.random.default_rng() if gen is None else gen
     k = max(1, min(config.games_at_once, n_games))
-    ms = MultiSearch(k, size, config.komi, config.search_params(size), preset=config.preset,
+    ms = MultiSearch(k, size, config.komi, config.search_params(size, search), preset=config.preset,
                      max_moves=config.max_moves or None)
     live = np.zeros(k, np.bool_)
     slots: list[_Slot | None] = [None] * k
@@ -193,7 +166,8 @@ def run_games(net_fn: Callable, params: Any, n_games: int, *, size: int, config:
 
 
 def play_games(net_fn: Callable, params: Any, n_games: int, out_dir: str | os.PathLike, *, size: int,
-               config: SelfPlayConfig = SelfPlayConfig(), seed: int | None = None, prefix: str = "az",
+               config: SelfPlayConfig = SelfPlayConfig(), search: SearchParams = SearchParams(),
+               seed: int | None = None, prefix: str = "az",
                sgf: bool = False, stop: Callable[[], bool] | None = None) -> list[Path]:
     """``run_games`` writing each finished game as ``<out_dir>/<prefix>-<index>.npz``
     (atomic, ``selfplay.records``); returns the record paths in finishing order."""
@@ -204,6 +178,6 @@ def play_games(net_fn: Callable, params: Any, n_games: int, out_dir: str | os.Pa
     def save(index, game):
         paths.append(write_game(out_dir, f"{prefix}-{index:06d}", game, sgf=sgf))
 
-    run_games(net_fn, params, n_games, size=size, config=config, gen=np.random.default_rng(seed), on_game=save,
-              stop=stop)
+    run_games(net_fn, params, n_games, size=size, config=config, search=search, gen=np.random.default_rng(seed),
+              on_game=save, stop=stop)
     return paths

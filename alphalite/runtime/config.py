@@ -30,11 +30,15 @@ def _types(cls) -> dict:
     return typing.get_type_hints(cls)
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls) -> None:
+def add_arguments(parser: argparse.ArgumentParser, cls, *, skip_existing: bool = False) -> None:
+    """One option per field; ``skip_existing``: leave out fields whose option
+    the parser already has (two configs sharing one flag, e.g. ``--komi``)."""
     hints = _types(cls)
     for f in dataclasses.fields(cls):
         t = hints[f.name]
         flag = flag_of(f)
+        if skip_existing and flag in parser._option_string_actions:
+            continue
         help_ = (f.metadata.get("help", "") + f" (default: {f.default})").replace("%", "%%")
         if t is bool:
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,

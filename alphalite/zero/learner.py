@@ -1,0 +1,222 @@
+"""The AlphaZero learner: a policy-value net trained on the most recent
+self-play games.
+
+Loss per position (AlphaZero's): cross-entropy from the search's improved
+policy (the record's ``policy_*`` target, Gumbel completed-Q or visit
+counts) to the net's policy over the legal moves, plus ``value_weight``
+times the squared error of the net's value against the game's outcome from
+the mover's view, plus weight decay (``optax.adamw``). The records' final
+ownership is not trained: ``nets.ResNetPolicyValue`` has no ownership head.
+
+Positions are replayed from the records on the host (board kernels, the
+net's input planes, the legal mask), cached per record, and sampled
+uniformly from the ``window_games`` newest records, each batch under one
+random board symmetry.
+
+Start (``init``): a fresh net, or a shipped policy net (``policy9``) whose
+arrays are copied wherever name and shape match the policy-value net (the
+trunk and the policy head when the model is the same ``bNcM``), plus the
+value head of ``init_value`` (``value9``) where shapes match; what was
+copied is listed in the checkpoint's meta and the run's metrics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alphalite.go import board
+from alphalite.nn import checkpoint as ckpt
+from alphalite.nn import features
+from alphalite.zero.store import Store
+from selfplay.records import read_game
+
+
+def model_info(model: str, size: int, preset: str) -> dict:
+    return {"model": f"{model}_pv", "board_size": int(size), "preset": preset, "kind": "policy_value"}
+
+
+def build_model(info: dict):
+    from alphalite.nn import nets
+
+    return nets.make_model(info["model"], info["board_size"], features.num_planes(info.get("preset", "default")))
+
+
+def load_net(net_dir):
+    """(model, variables) of an exported policy-value net folder."""
+    info, variables = ckpt.load_variables(net_dir)
+    return build_model(info), variables
+
+
+def replay_positions(game, preset: str):
+    """A record's positions: planes uint8 [T, H, W, C], legal bool [T, A],
+    targets float32 [T, A] (the improved policy), z float32 [T] (the
+    outcome from the mover's view)."""
+    n, T = game.size, len(game.moves)
+    A = n * n + 1
+    B = board.init_board(n, True, False, board.zobrist_table(), T + 16)
+    pid = features.preset_id(preset)
+    buf = np.zeros((n, n, features.num_planes(preset)), np.float32)
+    planes = np.zeros((T,) + buf.shape, np.uint8)
+    legal = np.zeros((T, A), np.bool_)
+    targets = np.zeros((T, A), np.float32)
+    off = game.policy_offsets
+    for t in range(T):
+        features.encode_into(B, pid, buf)
+        planes[t] = buf
+        board.legal_mask(B, legal[t])
+        targets[t, game.policy_moves[off[t]:off[t + 1]]] = game.policy_probs[off[t]:off[t + 1]]
+        board.play_flat(B, int(game.moves[t]), int(game.colours[t]))
+    targets /= np.maximum(targets.sum(axis=1, keepdims=True), 1e-8)
+    legal |= targets > 0  # a target move is always a move the net may choose
+    z = (game.colours.astype(np.float32) * game.winner).astype(np.float32)
+    return planes, legal, targets, z
+
+
+def copy_matching(dst: dict, src: dict, prefix: str = "", only=None) -> list[str]:
+    """Copy into the nested dict ``dst`` every array of ``src`` with the same
+    path and shape (top-level names in ``only`` if given); returns the paths."""
+    done = []
+    for k, v in src.items():
+        if k not in dst or (only is not None and not prefix and k not in only):
+            continue
+        if isinstance(v, dict) and isinstance(dst[k], dict):
+            done += copy_matching(dst[k], v, f"{prefix}{k}/")
+        elif not isinstance(v, dict) and np.shape(v) == np.shape(dst[k]):
+            dst[k] = np.asarray(v, np.asarray(dst[k]).dtype)
+            done.append(prefix + k)
+    return done
+
+
+def initial_variables(model, seed: int, init: str, init_value: str) -> tuple[dict, list[str]]:
+    import jax
+
+    from alphalite.nn import nets
+
+    variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(seed)))
+    variables = {c: dict(v) for c, v in variables.items()}
+    copied = []
+    for ref, heads in ((init, None), (init_value, ("value_conv", "value_bn", "value_hidden", "value_out"))):
+        if ref:
+            _, src = ckpt.load_variables(ckpt.resolve(ref))
+            for c in variables:
+                if c in src:
+                    copied += [f"{ref}:{c}/{p}" for p in copy_matching(variables[c], src[c], only=heads)]
+    return variables, copied
+
+
+class Learner:
+    """Holds the train state; ``train(steps)`` then ``save()``. Restores the
+    latest checkpoint of the store on construction (a restarted actor or a
+    rerun continues where the last checkpoint was)."""
+
+    def __init__(self, workdir, *, model: str, size: int, preset: str, init: str, init_value: str,
+                 learning_rate: float, weight_decay: float, batch_size: int, value_weight: float,
+                 window_games: int, seed: int = 0):
+        import jax
+        import optax
+
+        from alphalite.train import loop
+
+        self.store = Store(workdir).make()
+        self.info = model_info(model, size, preset)
+        self.model = build_model(self.info)
+        self.batch_size, self.value_weight, self.window = batch_size, value_weight, window_games
+        self.gen = np.random.default_rng(seed)
+        self.cache: dict[str, tuple] = {}
+        tx = loop.with_clipping(optax.adamw(learning_rate, weight_decay=weight_decay), loop.GRAD_CLIP)
+        variables, self.copied = initial_variables(self.model, seed, init, init_value)
+        self.state = loop.train_state_cls().create(apply_fn=self.model.apply, params=variables["params"], tx=tx,
+                                                   batch_stats=variables.get("batch_stats", {}))
+        self.mgr = ckpt.manager(self.store.ckpt, max_to_keep=3)
+        got = ckpt.restore(self.mgr, jax.tree_util.tree_map(np.asarray, self.state))
+        if got is not None:
+            self.state = got[0]
+        self.step_fn = jax.jit(self._step)
+
+    def _step(self, state, planes, legal, targets, z):
+        import jax
+        import jax.numpy as jnp
+
+        from alphalite.nn import nets
+        from alphalite.train import loop
+
+        def loss_fn(params):
+            (logits, v), updates = state.apply_fn({"params": params, "batch_stats": state.batch_stats},
+                                                  planes.astype(jnp.float32), train=True, mutable=["batch_stats"])
+            pol = jnp.mean(nets.masked_cross_entropy(logits, legal, targets))
+            val = jnp.mean((v - z) ** 2)
+            return pol + self.value_weight * val, (updates, pol, val)
+
+        (loss, (updates, pol, val)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        state, m = loop.apply_update(state, grads, updates, loss)
+        return state, {**m, "policy_loss": pol, "value_loss": val}
+
+    @property
+    def step(self) -> int:
+        return int(self.state.step)
+
+    def _window(self):
+        paths = self.store.game_paths()[-self.window:]
+        keep = {str(p) for p in paths}
+        self.cache = {k: v for k, v in self.cache.items() if k in keep}
+        for p in paths:
+            if str(p) not in self.cache:
+                try:
+                    self.cache[str(p)] = replay_positions(read_game(p), self.info["preset"])
+                except ValueError:  # unreadable record: skipped
+                    continue
+        parts = [self.cache[k] for k in sorted(self.cache)]
+        return [np.concatenate(x) for x in zip(*parts)] if parts else None
+
+    def train(self, steps: int) -> dict:
+        """``steps`` optimizer steps on the window; mean metrics (empty window: no step)."""
+        from alphalite.train.loop import TrainingDiverged
+
+        data = self._window()
+        if data is None or len(data[0]) == 0:
+            return {"step": self.step, "positions": 0}
+        planes, legal, targets, z = data
+        n, size = len(z), self.info["board_size"]
+        table = features.sym_move_table(size)
+        sums: dict[str, float] = {}
+        for _ in range(steps):
+            idx = self.gen.integers(0, n, self.batch_size)
+            k = int(self.gen.integers(0, 8))
+            perm = table[k]
+            lg, tg = np.zeros_like(legal[idx]), np.zeros_like(targets[idx])
+            lg[:, perm] = legal[idx]
+            tg[:, perm] = targets[idx]
+            state, m = self.step_fn(self.state, features.transform_planes(planes[idx], k), lg, tg, z[idx])
+            if not bool(m["finite"]):
+                raise TrainingDiverged(f"non-finite loss or parameters at step {self.step}")
+            self.state = state
+            for key in ("loss", "policy_loss", "value_loss", "grad_norm"):
+                sums[key] = sums.get(key, 0.0) + float(m[key])
+        return {"step": self.step, "positions": int(n), "games": len(self.cache),
+                **{k: v / max(steps, 1) for k, v in sums.items()}}
+
+    def save(self) -> dict:
+        """Orbax checkpoint of the train state and an exported net for the
+        actors, both atomic; returns ``{"step", "net"}``."""
+        import jax
+
+        from alphalite.train.loop import variables_of
+
+        step = self.step
+        net = self.store.net_dir(step)
+        if self.mgr.latest_step() != step:
+            ckpt.save(self.mgr, step, self.state, {"step": step, "copied": self.copied})
+        if not net.exists():
+            ckpt.export_model(net, jax.tree_util.tree_map(np.asarray, variables_of(self.state)),
+                              {**self.info, "step": step})
+        return {"step": step, "net": str(net)}
+
+    def start_net(self) -> dict:
+        """Export the starting net (step 0) if there is no best yet; returns the best pointer."""
+        best = self.store.best()
+        if best is None:
+            saved = self.save()
+            self.store.set_best(saved["net"], saved["step"], copied=len(self.copied))
+            best = self.store.best()
+        return best
+

@@ -1,0 +1,67 @@
+"""The run folder of an AlphaZero run: what every actor reads and writes.
+
+::
+
+    <workdir>/config.json      the run's configs (a rerun must match)
+    <workdir>/games/*.npz      self-play records (selfplay.records), written atomically by the actors
+    <workdir>/ckpt/<step>/     the learner's Orbax checkpoints (params, optimizer state, step)
+    <workdir>/nets/step-N/     exported nets (model.json + variables), one per checkpoint, written atomically
+    <workdir>/best.json        pointer to the best net so far, written atomically
+    <workdir>/state.json       the driver's iteration counter, written atomically
+    <workdir>/metrics.jsonl    one line per self-play round, training round and gating
+
+On a cluster the workdir must be on storage every node sees. Every write is
+a temp name then a rename, so a process killed at any point leaves the last
+complete version of each file; a rerun resumes from what is there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from alphalite.runtime import files
+
+
+class Store:
+    def __init__(self, workdir: str | os.PathLike):
+        self.root = Path(workdir).absolute()
+        self.games = self.root / "games"
+        self.ckpt = self.root / "ckpt"
+        self.nets = self.root / "nets"
+        self.metrics = self.root / "metrics.jsonl"
+
+    def make(self) -> "Store":
+        for d in (self.root, self.games, self.nets):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def net_dir(self, step: int) -> Path:
+        return self.nets / f"step-{step:07d}"
+
+    def best(self) -> dict | None:
+        """``{"net": folder, "step": N, ...}`` of the best net, or None before the first."""
+        p = self.root / "best.json"
+        return json.loads(p.read_text()) if p.exists() else None
+
+    def set_best(self, net: str | os.PathLike, step: int, **extra) -> None:
+        files.write_json_atomic(self.root / "best.json", {"net": str(net), "step": int(step), **extra})
+
+    def iteration(self) -> int:
+        p = self.root / "state.json"
+        return int(json.loads(p.read_text())["iteration"]) if p.exists() else 0
+
+    def set_iteration(self, iteration: int) -> None:
+        files.write_json_atomic(self.root / "state.json", {"iteration": int(iteration)})
+
+    def log(self, record: dict) -> None:
+        files.append_jsonl(self.metrics, record)
+
+    def read_metrics(self) -> list[dict]:
+        return files.read_jsonl(self.metrics) if self.metrics.exists() else []
+
+    def game_paths(self) -> list[Path]:
+        """Finished records, oldest first (hidden temporary files left out)."""
+        paths = [p for p in self.games.glob("*.npz") if not p.name.startswith(".")]
+        return sorted(paths, key=lambda p: (p.stat().st_mtime_ns, p.name))

@@ -1,0 +1,139 @@
+"""AlphaZero on Ray (alphalite.zero): a tiny run on a local Ray with two
+workers produces games, checkpoints and gating results; a self-play actor
+killed with SIGKILL mid-run loses no finished record; a rerun resumes."""
+
+import dataclasses
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from alphalite.arena import netmatch
+from alphalite.zero import learner
+from alphalite.zero.run import ZeroConfig, train_alphazero
+from alphalite.zero.store import Store
+from search.multigame import MultiParams
+from search.params import SearchParams
+from selfplay import alphazero, records
+from selfplay.config import SelfPlayConfig
+
+TINY = ZeroConfig(size=5, model="b1c8", init="", init_value="", iterations=1, games_per_iteration=4,
+                  train_steps=4, train_batch=16, gate_games=4, gate_visits=4, window_games=100)
+TINY_SP = SelfPlayConfig(games_at_once=2, simulations=4, max_considered=4, komi=0.5, max_moves=24)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import logging
+
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_self_play_search_params_come_from_search_params():
+    mp = SelfPlayConfig(simulations=8).search_params(9)
+    assert mp.num_simulations == 8 and mp.puct.c_puct == SearchParams().c_puct
+    # self-play's defaults, by rule, where SearchParams leaves noise and temperature off
+    assert mp.puct.dirichlet_alpha == pytest.approx(10 / 81) and mp.puct.temperature == 1.0
+    assert mp.puct.temperature_moves == 9
+    mp = SelfPlayConfig().search_params(9, SearchParams(c_puct=2.5, dirichlet_alpha=0.3, temperature_moves=4))
+    assert (mp.puct.c_puct, mp.puct.dirichlet_alpha, mp.puct.temperature_moves) == (2.5, 0.3, 4)
+
+
+def test_init_copies_shipped_arrays_where_shapes_match():
+    model = learner.build_model(learner.model_info("b4c32", 9, "default"))
+    variables, copied = learner.initial_variables(model, 0, "policy9", "value9")
+    _, pol = learner.ckpt.load_variables(learner.ckpt.resolve("policy9"))
+    assert any(c.startswith("policy9:params/trunk/") for c in copied)
+    assert any(c.startswith("value9:params/value_out") for c in copied)
+    assert not any(c.startswith("value9:params/trunk") for c in copied)  # the trunk is the policy net's
+    np.testing.assert_array_equal(variables["params"]["policy_dense"]["kernel"],
+                                  pol["params"]["policy_dense"]["kernel"])
+
+
+def test_positions_replay_the_record(tmp_path):
+    model = learner.build_model(learner.model_info("b1c8", 5, "default"))
+    variables, _ = learner.initial_variables(model, 0, "", "")
+    net_fn, params = alphazero.pv_net(model, variables, "onnx")
+    [path] = alphazero.play_games(net_fn, params, 1, tmp_path, size=5, config=TINY_SP, seed=3)
+    game = records.read_game(path)
+    planes, legal, targets, z = learner.replay_positions(game, "default")
+    T = len(game.moves)
+    assert planes.shape[0] == T and legal[np.arange(T), game.moves].all()
+    np.testing.assert_allclose(targets.sum(axis=1), 1.0, atol=1e-3)
+    assert set(np.unique(z)) <= {-1.0, 0.0, 1.0} and (z[::2] == game.winner).all() and (z[1::2] == -game.winner).all()
+
+
+def test_a_net_against_itself_scores_about_half_and_a_random_net_loses():
+    def uniform(params, planes, legal):
+        return legal / legal.sum(axis=1, keepdims=True), np.zeros(len(legal), np.float32)
+
+    search = MultiParams(num_simulations=4, max_considered=4)
+    s = netmatch.play_match(uniform, None, uniform, None, 4, size=5, komi=0.5, search=search,
+                            gen=np.random.default_rng(0), max_moves=30)
+    assert s.shape == (4,) and set(s) <= {0.0, 1.0}
+    res = netmatch.gate(uniform, None, uniform, None, size=5, komi=0.5, search=search, max_games=4, batch=4,
+                        max_moves=30)
+    assert res["games"] == 4 and res["wins"] + res["losses"] == 4 and res["decision"] == "continue"
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
+    ray = local_ray
+    work = tmp_path / "az"
+    store = Store(work)
+    out: dict = {}
+    cfg = dataclasses.replace(TINY, games_per_iteration=16)
+    sp = dataclasses.replace(TINY_SP, games_at_once=1)  # one game after another: the kill lands mid-round
+    t = threading.Thread(target=lambda: out.update(train_alphazero(cfg, sp, SearchParams(), work,
+                                                                   progress=False)))
+    t.start()
+    deadline = time.time() + 120
+    while time.time() < deadline and not (store.games.is_dir() and store.game_paths()):
+        time.sleep(0.02)
+    seen = {p.name: p.read_bytes() for p in store.game_paths()}
+    assert 0 < len(seen) < cfg.games_per_iteration, "the kill must come while the actor plays"
+    [name] = [a for a in ray.util.list_named_actors() if a.startswith("alphalite-selfplay-0-")]
+    os.kill(ray.get(ray.get_actor(name).pid.remote()), signal.SIGKILL)
+    t.join(180)
+    assert not t.is_alive() and out["iteration"] == 1
+    for n, data in seen.items():  # every record finished before the kill is there, unchanged
+        assert (store.games / n).read_bytes() == data
+    n1 = len(store.game_paths())
+    assert n1 >= len(seen) + cfg.games_per_iteration  # the retried call played its games again, new names
+    metrics = store.read_metrics()
+    kinds = [m["kind"] for m in metrics if m.get("iteration") == 0]
+    assert kinds == ["start", "selfplay", "train", "gate"]
+    gate = metrics[-1]
+    assert gate["games"] > 0 and isinstance(gate["accepted"], bool) and "llr" in gate
+    assert (work / "ckpt").is_dir() and (store.net_dir(cfg.train_steps) / "model.json").exists()
+    assert json.loads((work / "state.json").read_text()) == {"iteration": 1}
+
+    # the same command with more iterations resumes: counter, checkpoint, games on disk
+    before = {p.name for p in store.game_paths()}
+    res = train_alphazero(dataclasses.replace(cfg, iterations=2), sp, SearchParams(), work, progress=False)
+    assert res["start_iteration"] == 1 and res["iteration"] == 2
+    after = {p.name for p in store.game_paths()}
+    assert before < after and len(after) == n1 + cfg.games_per_iteration
+    trains = [m for m in store.read_metrics() if m["kind"] == "train"]
+    assert [m["step"] for m in trains] == [cfg.train_steps, 2 * cfg.train_steps]
+
+
+def test_alphazero_flags_reach_their_own_config():
+    from alphalite import cli
+    from alphalite.runtime import config as config_lib
+
+    names = [{f.name for f in dataclasses.fields(c)} for c in (ZeroConfig, SelfPlayConfig, SearchParams)]
+    assert not (names[0] & names[1]) and not (names[0] & names[2]) and not (names[1] & names[2])
+    args = cli.build_parser().parse_args(["rl", "--algo", "alphazero", "--workdir", "w", "--train-batch", "32",
+                                          "--batch", "4", "--c-puct", "2.0", "--simulations", "8"])
+    assert config_lib.from_args(ZeroConfig, args).train_batch == 32
+    assert config_lib.from_args(SearchParams, args) == SearchParams(batch_size=4, c_puct=2.0)
+    assert config_lib.from_args(SelfPlayConfig, args).simulations == 8
