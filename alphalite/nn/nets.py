@@ -454,11 +454,25 @@ class ResNetPolicy(nn.Module):
         h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
             x, train
         )
-        h = Conv1x1(2, self.dtype, name="policy_conv")(h)
-        h = _batch_norm(train, self.dtype, name="policy_bn")(h, relu=True)
-        h = h.reshape(h.shape[0], -1)
-        logits = nn.Dense(self.size * self.size + 1, dtype=self.dtype, name="policy_dense")(h)
-        return logits.astype(jnp.float32)
+        return _policy_logits(self, h, train)
+
+
+def _policy_logits(m: nn.Module, h, train: bool):
+    """The ResNet policy head on trunk output ``h``, built inside ``m``'s
+    compact call (its parameters are ``m``'s: policy_conv, policy_bn,
+    policy_dense): 1x1 conv to 2, BN, ReLU, dense to H*W+1 logits."""
+    h = Conv1x1(2, m.dtype, name="policy_conv")(h)
+    h = _batch_norm(train, m.dtype, name="policy_bn")(h, relu=True)
+    logits = nn.Dense(m.size * m.size + 1, dtype=m.dtype, name="policy_dense")(h.reshape(h.shape[0], -1))
+    return logits.astype(jnp.float32)
+
+
+def _value_hidden(m: nn.Module, h, train: bool):
+    """The ResNet value head up to its hidden layer, inside ``m`` (value_conv,
+    value_bn, value_hidden): 1x1 conv to 1, BN, ReLU, dense ``m.hidden``, ReLU."""
+    h = Conv1x1(1, m.dtype, name="value_conv")(h)
+    h = _batch_norm(train, m.dtype, name="value_bn")(h, relu=True)
+    return nn.relu(nn.Dense(m.hidden, dtype=m.dtype, name="value_hidden")(h.reshape(h.shape[0], -1)))
 
 
 class ResNetValue(nn.Module):
@@ -480,11 +494,7 @@ class ResNetValue(nn.Module):
         h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
             x, train
         )
-        h = Conv1x1(1, self.dtype, name="value_conv")(h)
-        h = _batch_norm(train, self.dtype, name="value_bn")(h, relu=True)
-        h = h.reshape(h.shape[0], -1)
-        h = nn.relu(nn.Dense(self.hidden, dtype=self.dtype, name="value_hidden")(h))
-        v = nn.Dense(1, dtype=self.dtype, name="value_out")(h)
+        v = nn.Dense(1, dtype=self.dtype, name="value_out")(_value_hidden(self, h, train))
         return jnp.tanh(v[:, 0].astype(jnp.float32))
 
 
@@ -508,15 +518,9 @@ class ResNetPolicyValue(nn.Module):
         h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
             x, train
         )
-        p = Conv1x1(2, self.dtype, name="policy_conv")(h)
-        p = _batch_norm(train, self.dtype, name="policy_bn")(p, relu=True)
-        logits = nn.Dense(self.size * self.size + 1, dtype=self.dtype, name="policy_dense")(
-            p.reshape(p.shape[0], -1))
-        v = Conv1x1(1, self.dtype, name="value_conv")(h)
-        v = _batch_norm(train, self.dtype, name="value_bn")(v, relu=True)
-        v = nn.relu(nn.Dense(self.hidden, dtype=self.dtype, name="value_hidden")(v.reshape(v.shape[0], -1)))
-        v = nn.Dense(1, dtype=self.dtype, name="value_out")(v)
-        return logits.astype(jnp.float32), jnp.tanh(v[:, 0].astype(jnp.float32))
+        logits = _policy_logits(self, h, train)
+        v = nn.Dense(1, dtype=self.dtype, name="value_out")(_value_hidden(self, h, train))
+        return logits, jnp.tanh(v[:, 0].astype(jnp.float32))
 
 
 class ResNetValueAux(nn.Module):
@@ -550,10 +554,7 @@ class ResNetValueAux(nn.Module):
         t = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
             x, train
         )
-        h = Conv1x1(1, self.dtype, name="value_conv")(t)
-        h = _batch_norm(train, self.dtype, name="value_bn")(h, relu=True)
-        h = h.reshape(h.shape[0], -1)
-        h = nn.relu(nn.Dense(self.hidden, dtype=self.dtype, name="value_hidden")(h))
+        h = _value_hidden(self, t, train)
         z = nn.Dense(1, dtype=self.dtype, name="value_out")(h)[:, 0].astype(jnp.float32)
         score = nn.Dense(1, dtype=self.dtype, name="score_out")(h)[:, 0].astype(jnp.float32) * self.SCORE_SCALE
         o = Conv1x1(self.own_channels, self.dtype, name="own_conv")(t)
