@@ -93,6 +93,7 @@ def results(out):
     return arena.read_results(out / "results.jsonl")
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_games_sgf_and_resume(tmp_path, fake):
     out = tmp_path / "t"

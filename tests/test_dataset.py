@@ -53,6 +53,7 @@ def test_build_sample_summary_and_shards(built):
     assert not list(out.glob(".*tmp*"))
 
 
+@pytest.mark.slow
 def test_cli_json_line_and_split_by_hash(tmp_path, capsys):
     code = cli.main(["data", "build", str(SAMPLE), "--out", str(tmp_path / "a"), "--jobs", "2", "--quiet",
                      "--val-frac", "0.1", "--test-frac", "0.1", "--shard-games", "50"])

@@ -66,6 +66,7 @@ def test_output_shapes(name, size):
     assert np.all(np.isfinite(np.asarray(out)))
 
 
+@pytest.mark.slow
 def test_wrong_input_shape_is_rejected():
     model = nets.make_model("b2c16", 9, 4)
     variables = nets.init_variables(model, jax.random.key(0))
@@ -233,6 +234,7 @@ def test_untied_clark_does_not_commute():
         assert diff > 1e-2 * scale, g
 
 
+@pytest.mark.slow
 def test_tied_kernels_are_symmetric():
     model = nets.make_model("clark_tied", 5, 2)
     variables = nets.init_variables(model, jax.random.key(3))

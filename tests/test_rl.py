@@ -45,6 +45,7 @@ def test_advantages_baselines():
     np.testing.assert_allclose(rl.advantages(np.ones(4), np.ones(4, bool), "colour"), 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_reinforce_moves_probability_the_right_way(sign):
     """A move rewarded (+1) gains probability after one step; punished (-1) loses it."""
@@ -97,6 +98,7 @@ def test_one_iteration_writes_metrics_checkpoint_pool(tmp_path):
     assert not np.allclose(a["params"]["policy_dense"]["kernel"], b["params"]["policy_dense"]["kernel"])
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_a_non_finite_update_stops_the_run_unapplied(tmp_path):
     """An absurd learning rate (inf in float32): the update is refused, the

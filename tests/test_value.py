@@ -54,6 +54,7 @@ def _synthetic_5x5(n, seed):
     return np.stack(planes), np.array(labels, np.float32)
 
 
+@pytest.mark.slow
 def test_value_loss_decreases_on_synthetic_task():
     planes, y = _synthetic_5x5(512, 0)
     model = nets.make_model("b1c8_value", 5, 17)
@@ -334,6 +335,7 @@ def test_value_targets_copy_the_dataset_and_the_loader_turns_them_with_the_board
         valuedata.build_targets(tmp_path / "data", tv, playouts=16, progress=False)
 
 
+@pytest.mark.slow
 def test_aux_loss_masks_unknown_ownership_and_score():
     B, n = 4, 5
     rng = np.random.default_rng(0)
@@ -361,6 +363,7 @@ def test_aux_loss_masks_unknown_ownership_and_score():
     assert float(value.aux_loss(out, flip)[0]) == pytest.approx(float(loss), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_aux_net_learns_the_synthetic_winner_and_ownership():
     planes, y = _synthetic_5x5(512, 0)
     stones = planes[..., 0:4].sum(-1) - planes[..., 4:8].sum(-1)  # default: own, opp stones by liberties; black moves
@@ -379,6 +382,7 @@ def test_aux_net_learns_the_synthetic_winner_and_ownership():
     assert ((own > 0) == (stones > 0))[occupied].mean() > 0.95
 
 
+@pytest.mark.slow
 def test_aux_net_checkpoint_round_trip_and_predict(tmp_path):
     model = nets.make_model("b1c4_aux_value", 9, 17)
     variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(3)))
