@@ -36,8 +36,8 @@ from search.tree import subtree_nodes
 NET_NONE, NET_QUEUED, NET_DONE = 0, 1, 2
 
 # cfg slots (float64 array, so the kernels' signatures stay short)
-C_PUCT, C_FPU, C_ROOT_FPU, C_LAM, C_KOMI, C_MAX_MOVES, C_MAX_DEPTH, C_PRESET = range(8)
-N_CFG = 8
+C_PUCT, C_FPU, C_ROOT_FPU, C_LAM, C_KOMI, C_MAX_MOVES, C_MAX_DEPTH, C_PRESET, C_VL = range(9)
+N_CFG = 9
 
 
 class ApvTree(NamedTuple):
@@ -171,14 +171,15 @@ def node_q(t, node, lam):
 
 
 @njit(cache=True)
-def pick(t, node, c_puct, fpu_reduction, lam):
+def pick(t, node, c_puct, fpu_reduction, lam, vl_weight=1.0):
     """The PUCT choice at ``node``: ``Q + c_puct * P * sqrt(N) / (1 + n)``,
     first-play urgency ``Q(node) - fpu_reduction * sqrt(visited prior
     mass)`` (never below -1) for unvisited moves; ties to the higher prior.
-    Each descent in flight through an edge counts as one more rollout,
-    lost (virtual loss): ``n`` and ``N`` include them."""
+    Each descent in flight through an edge counts as ``vl_weight`` more
+    rollouts, lost (virtual loss, ``SearchParams.virtual_loss``): ``n`` and
+    ``N`` include them."""
     A = t.children_prior.shape[1]
-    n_parent = t.node_nr[node] + t.node_vl[node]
+    n_parent = t.node_nr[node] + vl_weight * t.node_vl[node]
     sq = math.sqrt(n_parent) if n_parent > 0 else 0.0
     mass = 0.0
     for a in range(A):
@@ -191,7 +192,7 @@ def pick(t, node, c_puct, fpu_reduction, lam):
         if not t.children_legal[node, a]:
             continue
         nr = t.children_nr[node, a]
-        vl = t.children_vl[node, a]
+        vl = vl_weight * t.children_vl[node, a]
         n = nr + vl
         if n > 0:
             q = (t.children_wr[node, a] - vl) / n
@@ -297,7 +298,7 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
             return node, LEAF_ROLLOUT, 0.0
         if depth >= max_depth:
             return node, LEAF_ROLLOUT, 0.0
-        a = pick(t, node, c_puct, root_fpu if node == 0 else fpu, lam)
+        a = pick(t, node, c_puct, root_fpu if node == 0 else fpu, lam, cfg[C_VL])
         if a < 0:
             raise RuntimeError("apv: a non-terminal node has no legal move")
         if play_flat(S, a, t.to_play[node]) != 0:

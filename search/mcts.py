@@ -54,8 +54,8 @@ At node ``s``, among legal actions only, maximise::
 
 ``N(s)`` is the node's visit count (its own evaluation included) plus the
 virtual visits in flight; ``Q`` is from the chooser's view. Virtual loss: each
-in-flight path through an edge counts as one extra visit with value -1, so
-``Q = (W - VL) / (N + VL)``. First-play urgency for an edge with no visits
+in-flight path through an edge counts as ``virtual_loss`` (1) extra visits
+with value -1, so ``Q = (W - VL) / (N + VL)``. First-play urgency for an edge with no visits
 (Leela Zero / KataGo style): ``Q_fpu = Q(s) - fpu_reduction *
 sqrt(sum of the priors of the visited children)``, ``Q(s)`` the node's mean
 value, never below -1 (an untried move is no worse than a certain loss);
@@ -174,12 +174,12 @@ class LeafSlots(NamedTuple):
 
 
 @njit(cache=True)
-def puct_pick(T, node, c_puct, fpu_reduction):
+def puct_pick(T, node, c_puct, fpu_reduction, vl_weight=1.0):
     cp, cl, cv, cw, cvl = T.children_prior, T.children_legal, T.children_visits, T.children_value_sum, \
         T.children_virtual
     nv, nw, nvl = T.node_visits, T.node_value_sum, T.node_virtual
     A = cp.shape[1]
-    n_parent = nv[node] + nvl[node]
+    n_parent = nv[node] + vl_weight * nvl[node]
     sq = math.sqrt(n_parent) if n_parent > 0 else 0.0
     parent_q = nw[node] / nv[node] if nv[node] > 0 else 0.0
     mass = 0.0
@@ -192,9 +192,10 @@ def puct_pick(T, node, c_puct, fpu_reduction):
     for a in range(A):
         if not cl[node, a]:
             continue
-        n = cv[node, a] + cvl[node, a]
+        vl = vl_weight * cvl[node, a]
+        n = cv[node, a] + vl
         if n > 0:
-            q = (cw[node, a] - cvl[node, a]) / n
+            q = (cw[node, a] - vl) / n
         else:
             q = fpu
         s = q + c_puct * cp[node, a] * sq / (1.0 + n)
@@ -213,7 +214,8 @@ def puct_pick(T, node, c_puct, fpu_reduction):
 
 
 @njit(cache=True)
-def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, komi, leaves):
+def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root_fpu_reduction, vl_weight, komi,
+            leaves):
     """Select up to ``want`` leaves (new or terminal) of ``tree``
     (``tuple(TreeArrays)``) with virtual loss, replaying each path on a board
     of ``scratch`` (``tuple(board.stacked(...))``, one slot per new leaf) from
@@ -243,7 +245,7 @@ def _select(tree, root, scratch, want, max_attempts, c_puct, fpu_reduction, root
                 kind = LEAF_COLLIDE
                 break
             red = root_fpu_reduction if node == 0 else fpu_reduction
-            a = puct_pick(T, node, c_puct, red)
+            a = puct_pick(T, node, c_puct, red, vl_weight)
             if a < 0:
                 raise RuntimeError("search: a non-terminal node has no legal move")
             cvl[node, a] += 1
@@ -508,7 +510,8 @@ def run_mcts(
         if arrays is None:
             arrays = tuple(tree.arrays)
         m, n_new = _select(arrays, root_plain, scratch.plain, want, max_attempts,
-                           float(sp.c_puct), float(sp.fpu_reduction), float(sp.root_fpu), komi, leaf_slots)
+                           float(sp.c_puct), float(sp.fpu_reduction), float(sp.root_fpu), float(sp.virtual_loss),
+                           komi, leaf_slots)
         if n_new:
             priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, L.legal), A)
         else:

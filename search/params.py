@@ -23,6 +23,8 @@ class SearchParams:
                                        "minus this times sqrt(visited prior mass)")
     root_fpu_reduction: float = field(-1.0, "FPU reduction at the root; negative: same as --fpu-reduction")
     batch_size: int = field(8, "leaves gathered (virtual loss between them) per evaluator call", flag="--batch")
+    virtual_loss: float = field(1.0, "each search path in flight counts as this many lost visits on the edges it "
+                                     "took (spreads the leaves gathered at once); 0: none")
     dirichlet_alpha: float = field(0.0, "root Dirichlet noise alpha; 0: no noise (0.03 for 19x19)")
     dirichlet_fraction: float = field(0.25, "share of the root prior replaced by the noise")
     temperature: float = field(0.0, "move choice: 0 plays the most visited (the policy engine: the most "
@@ -42,6 +44,7 @@ class SearchParams:
                 ("fpu_reduction", finite(self.fpu_reduction), "a finite number"),
                 ("root_fpu_reduction", finite(self.root_fpu_reduction), "a finite number"),
                 ("batch_size", self.batch_size >= 1, ">= 1"),
+                ("virtual_loss", finite(self.virtual_loss) and self.virtual_loss >= 0, ">= 0"),
                 ("dirichlet_alpha", finite(self.dirichlet_alpha) and self.dirichlet_alpha >= 0, ">= 0 (0: no noise)"),
                 ("dirichlet_fraction", finite(self.dirichlet_fraction) and 0 <= self.dirichlet_fraction <= 1,
                  "in [0, 1]"),

@@ -80,6 +80,11 @@ def test_bookkeeping_holds_and_network_priors_replace_the_tree_policy(policies):
     assert all(np.isclose(t.children_prior[n].sum(), 1.0) for n in fresh)
 
 
+def test_virtual_loss_reaches_the_kernels(policies):
+    s = make(flat_net(), policies, 9, synchronous=True, search_params=SearchParams(virtual_loss=2.5))
+    assert s.cfg(7.0)[K.C_VL] == 2.5 and s.cfg(7.0)[K.C_KOMI] == 7.0
+
+
 def test_lambda_zero_keeps_network_values_out(policies):
     s = make(flat_net(value=1.0), policies, 9, synchronous=True, search_params=SearchParams(lam=0.0))
     out = s.run(board.new_game(9, 7.0), max_sims=64)
@@ -187,6 +192,8 @@ def test_mixed_value_and_selection_arithmetic():
     # = -0.26, below move 1's FPU (clipped at -1) + 0.3 * sqrt(10) = -0.05
     t.children_vl[0, 0], t.node_vl[0] = 5, 5
     assert K.pick(t, 0, 1.0, 3.0, lam) == 1
+    # SearchParams.virtual_loss 0: descents in flight weigh nothing, the visited move wins again
+    assert K.pick(t, 0, 1.0, 3.0, lam, 0.0) == 0
 
 
 def test_analysis_lists_visited_moves(policies):

@@ -757,9 +757,10 @@ def test_search_flags_are_search_params_and_reach_the_search():
     spread = []
     for c in ("0.05", "50"):
         args = parser.parse_args(["gtp", "--engine", "mcts", "--checkpoint", "none", "--value-checkpoint", "none",
-                                  "--size", "5", "--c-puct", c, "--batch", "4", "--lambda", "0.3"])
+                                  "--size", "5", "--c-puct", c, "--batch", "4", "--lambda", "0.3",
+                                  "--virtual-loss", "2"])
         cfg = gtp.config_from_args(args)
-        assert cfg.search == SearchParams(c_puct=float(c), batch_size=4, lam=0.3)
+        assert cfg.search == SearchParams(c_puct=float(c), batch_size=4, lam=0.3, virtual_loss=2.0)
         eng = gtp.Engine(cfg, log=lambda m: None, warmup=False)
         player = eng._player()
         assert player.search_params is cfg.search

@@ -590,6 +590,12 @@ def test_virtual_loss_pinned_by_hand():
     # a1 n=1, Q=0.5,            U=1.5*0.5*1.73205/2=0.64952 -> 1.14952 -> a1
     tree = _one_node([0.5, 0.5], [1, 1], [0.6, 0.5], virtual=[1, 0], node_visits=2, node_value_sum=1.1)
     assert _pick0(tree) == 1
+    # SearchParams.virtual_loss weighs it: 0 ignores it (a0 as above); 0.05: sqrt(2.05)=1.43178,
+    # a0 n=1.05 Q=0.55/1.05=0.52381 U=0.75*1.43178/2.05=0.52382 -> 1.04763, a1 0.5+0.53692=1.03692 -> a0;
+    # 0.25: sqrt(2.25)=1.5, a0 n=1.25 Q=0.35/1.25=0.28 U=0.5 -> 0.78, a1 0.5+0.5625=1.0625 -> a1
+    from search.mcts import puct_pick
+
+    assert [int(puct_pick(tree, 0, 1.5, 0.25, w)) for w in (0.0, 0.05, 0.25)] == [0, 0, 1]
 
 
 def test_leaves_with_stacked_boards_evaluate_as_leaf_by_leaf():
