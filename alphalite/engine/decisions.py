@@ -33,6 +33,15 @@ class Territory(NamedTuple):
     stdev: float  # its standard deviation over the playouts
 
 
+def playout_territory(state: board.GoState, playouts: int, seed: int, policy=None) -> Territory:
+    """``Territory`` over ``playouts`` playouts (``players.playout_outcomes``;
+    pattern rollouts with ``policy``, uniform random without), seeded by the
+    position and ``seed``: the same position, the same estimate."""
+    black, white, margins = players.playout_outcomes(state, playouts, (state.hash ^ seed) & 0x7FFFFFFFFFFFFFFF,
+                                                     policy)
+    return Territory((black - white) / playouts, float(margins.mean()), float(margins.std()))
+
+
 class Judge:
     """``judge(state) -> (score, dead points)``: the stones whose point
     ``territory(state)`` gives to the opponent are dead
@@ -62,9 +71,7 @@ class Judge:
             if found is None and n <= 0:  # no estimate: every stone lives
                 found = (np.zeros(state.size * state.size), board.area_score(state), 0.0)
             elif found is None:
-                seed = (state.hash ^ self.seed) & 0x7FFFFFFFFFFFFFFF
-                black, white, margins = players.playout_outcomes(state, n, seed, self.policy)
-                found = ((black - white) / n, float(margins.mean()), float(margins.std()))
+                found = playout_territory(state, n, self.seed, self.policy)
             self._territories[key] = Territory(*found)
         return self._territories[key]
 

@@ -264,8 +264,7 @@ class AnalyzeCommands:
         judge's policy: pattern rollouts for the apv engine, else uniform),
         seeded by the position, cached by it. The one place an ownership or
         score head would plug in."""
-        from alphalite.engine import players
-        from alphalite.engine.decisions import Territory
+        from alphalite.engine.decisions import playout_territory
 
         n = max(self.config.score_playouts if playouts is None else playouts, 1)
         key = (state.hash, state.komi, state.move_number, state.to_play, n)
@@ -274,9 +273,7 @@ class AnalyzeCommands:
         if key not in self._territories:
             if len(self._territories) >= 4096:
                 self._territories.clear()
-            seed = (state.hash ^ self.config.seed) & 0x7FFFFFFFFFFFFFFF
-            black, white, margins = players.playout_outcomes(state, n, seed, self.judge.policy)
-            self._territories[key] = Territory((black - white) / n, float(margins.mean()), float(margins.std()))
+            self._territories[key] = playout_territory(state, n, self.config.seed, self.judge.policy)
         return self._territories[key]
 
     def _analyze(self, color, callback, until_stopped=None, max_visits=None):
