@@ -287,7 +287,7 @@ def test_player_reuses_its_tree_along_the_game(policies):
     from alphalite.engine import players
 
     class Net:  # what ApvPlayer reads of a PolicyNet
-        size, preset, inference, value_model = 9, PRESET, "jax", None
+        size, preset, inference, value_model, has_value = 9, PRESET, "jax", None, False
         params = None
         net_fn = staticmethod(flat_net())
 
@@ -320,7 +320,7 @@ def test_player_judges_from_its_own_search(policies):
     from alphalite.go import coords
 
     class Net:
-        size, preset, inference, value_model = 9, PRESET, "jax", None
+        size, preset, inference, value_model, has_value = 9, PRESET, "jax", None, False
         params = None
         net_fn = staticmethod(flat_net())
 

@@ -396,7 +396,7 @@ def _spoil(case: str, tmp_path: Path) -> tuple[list[str], str]:
     """(gtp flags, what the one stderr line must contain) of a bad start."""
     if case == "value-as-policy":
         net = _copy_net("value9", tmp_path / "v9")
-        return ["--engine", "policy", "--checkpoint", str(net)], f"{net} is not a policy net"
+        return ["--engine", "policy", "--checkpoint", str(net)], f"{net} is not a policy or policy_value net"
     if case == "policy-as-value":
         net = _copy_net("policy9", tmp_path / "p9")
         return ["--checkpoint", "policy9", "--value-checkpoint", str(net)], f"{net} is not a value net"

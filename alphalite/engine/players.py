@@ -216,7 +216,9 @@ class RandomPlayer:
 
 
 class PolicyNet:
-    """A policy (and optional value) network for one board size."""
+    """A policy (and optional value) network for one board size, or a
+    policy-value net (``nets.ResNetPolicyValue``, AlphaZero's) whose own
+    value head gives the value in the same call (``has_value``)."""
 
     def __init__(self, info: dict, variables: dict, value_info: dict | None = None, value_variables=None,
                  inference: str = "auto"):
@@ -230,7 +232,11 @@ class PolicyNet:
         self.variables = jax.tree_util.tree_map(jax.numpy.asarray, variables)
         self.value_model = None
         self.value_variables = None
+        self.has_value = isinstance(self.model, nets.ResNetPolicyValue)  # its own head values positions
+        if self.has_value and value_info is not None:
+            raise ValueError("a policy-value net has its own value head: no value net beside it")
         if value_info is not None:
+            self.has_value = True
             vsize = int(value_info["board_size"])
             if vsize != self.size:
                 raise ValueError(f"value net is for {vsize}x{vsize}, policy for {self.size}x{self.size}")
@@ -259,14 +265,14 @@ class PolicyNet:
 
     def evaluate(self, state) -> tuple[np.ndarray, float | None]:
         """(priors float32 [A]: masked softmax over the legal moves, value
-        in [-1, 1] for the player to move, None without a value net); one
-        network call for both."""
+        in [-1, 1] for the player to move, None without a value net or
+        head); one network call for both."""
         from alphalite.nn import features
 
         planes = features.encode(state, self.preset)[None]
         legal = board.legal_moves(resume(state))[None]
         p, v = self.net_fn(self.params, planes, legal)
-        return np.asarray(p[0], np.float32), (None if self.value_model is None else float(v[0]))
+        return np.asarray(p[0], np.float32), (float(v[0]) if self.has_value else None)
 
     def priors(self, state) -> np.ndarray:
         """float32 [A]: masked softmax over the legal moves."""
@@ -279,11 +285,15 @@ INFERENCE = ("auto", "jax", "onnx")
 def load_net(policy: str, value: str | None = None, inference: str = "auto") -> PolicyNet:
     """The policy net ``policy`` (a shipped net's name or a folder) with the
     value net ``value`` beside it, each checked for its kind, the value net
-    for the policy's board size; ``checkpoint.CheckpointError`` names the
-    folder otherwise."""
+    for the policy's board size; or a policy-value net (a folder, or an
+    AlphaZero run folder: its best net) alone, valued by its own head;
+    ``checkpoint.CheckpointError`` names the folder otherwise."""
     from alphalite.nn import checkpoint
 
-    info, _, variables = checkpoint.load_model(policy, "policy")
+    info, _, variables = checkpoint.load_model(policy, ("policy", "policy_value"))
+    if value is not None and checkpoint.net_kind(info) == "policy_value":
+        raise checkpoint.CheckpointError(f"{policy} is a policy-value net, valued by its own head: "
+                                         f"no value net beside it (drop --value-checkpoint {value})")
     vinfo = vvars = None
     if value is not None:
         vinfo, _, vvars = checkpoint.load_model(value, "value")
@@ -530,7 +540,7 @@ class ApvPlayer:
         self.last = None  # the last search's ApvOutput (ownership, counts)
         self._prev = None  # (state, tree) of the last search, for reuse
         sp = search_params or SearchParams()
-        if (net is None or net.value_model is None) and sp.lam:
+        if (net is None or not net.has_value) and sp.lam:
             sp = dataclasses.replace(sp, lam=0.0)  # no value net: the rollouts alone value the leaves
         if net is None:
             if size is None:

@@ -291,7 +291,11 @@ class Session:
                 raise checkpoint.CheckpointError(f"{value} is a {n}x{n} value net, but no shipped policy net "
                                                  f"plays {n}x{n} (give --checkpoint)")
             policy = self._nets[n][0]
-        value = None if value == AUTO else value
+        value = None if value == AUTO else value  # beside a policy-value net: its own head
+        best = checkpoint.run_best(checkpoint.resolve(policy))
+        if best is not None:
+            self.log(f"{NAME}: {policy} is an AlphaZero run: playing its best net {best}")
+            policy = str(best)
         t0 = time.perf_counter()
         net = players.load_net(policy, value, self.config.inference)
         self._nets[net.size] = (policy, value)
@@ -300,6 +304,8 @@ class Session:
 
     def _log_loaded(self, n: int, seconds: float):
         policy, value = self._nets[n]
+        if value is None and self._loaded[n].has_value:
+            value = "its own head (policy-value net)"
         self.log(f"{NAME}: {n}x{n} nets: policy {policy}, value {value or 'none'} "
                  f"(loaded in {seconds:.1f} s, {self._loaded[n].inference})")
 
@@ -359,7 +365,7 @@ class Session:
                 else:
                     from search.evaluators import net_evaluator
 
-                    ev = net_evaluator(net.net_fn, has_value=net.value_model is not None, lam=cfg.search.lam,
+                    ev = net_evaluator(net.net_fn, has_value=net.has_value, lam=cfg.search.lam,
                                        preset=net.preset, pad_to=cfg.search.batch_size)
                     p = players.MctsPlayer(ev, net.params, visits=cfg.visits, search_params=cfg.search,
                                            prior_fn=net.priors, label="mcts")

@@ -12,6 +12,9 @@ An exported model (what ships under checkpoints/) is a folder with
 ``model.json`` (model name, board size, feature preset, ...) and
 ``variables/`` (an Orbax PyTree of params and batch stats).
 
+An AlphaZero run folder (``alphalite.zero.store``) stands for the net its
+``best.json`` points at (``run_best``).
+
 The shipped nets are the package data ``alphalite.checkpoints``
 (pyproject.toml maps the repository's ``checkpoints/`` folder there), so
 ``resolve("policy19")`` finds one from any working folder; a path that
@@ -136,12 +139,34 @@ def export_model(out_dir: str | os.PathLike, variables: dict, model_info: dict,
     return out
 
 
+def run_best(path: str | os.PathLike) -> Path | None:
+    """The exported net an AlphaZero run folder's ``best.json`` points at
+    (its ``nets/`` folder of that name when the run was moved); None when
+    ``path`` is no such run folder. CheckpointError for a broken pointer."""
+    p = Path(path).expanduser()
+    f = p / "best.json"
+    if (p / "model.json").exists() or not f.is_file():
+        return None
+    try:
+        net = Path(json.loads(f.read_text())["net"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{f}: unreadable: {type(e).__name__}: {e}") from None
+    for d in (net, p / "nets" / net.name):
+        if (d / "model.json").is_file():
+            return d
+    raise CheckpointError(f"{f}: its best net {net} is not there")
+
+
 def find_model_dir(path: str | os.PathLike) -> Path:
-    """Accept a shipped net's name, an exported model folder, or a run folder
-    (its best, else its latest checkpoint, read in place)."""
+    """Accept a shipped net's name, an exported model folder, an AlphaZero
+    run folder (the net of its best.json), or a run folder (its best, else
+    its latest checkpoint, read in place)."""
     p = resolve(path)
     if (p / "model.json").exists():
         return p
+    best = run_best(p)
+    if best is not None:
+        return best
     if (p / "config.json").exists() and ((p / "best").exists() or (p / "ckpt").exists()):
         return p
     raise CheckpointError(f"{path} is neither an exported model (model.json) nor a run folder")
@@ -202,25 +227,34 @@ def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
     raise CheckpointError(f"run folder {path} has no checkpoint yet")
 
 
-def load_model(path: str | os.PathLike, kind: str, size: int | None = None):
+def net_kind(info: dict) -> str:
+    """"policy", "value" or "policy_value" by the model's name (``_value``,
+    ``_pv`` suffixes); model.json's ``kind`` must agree when it has one."""
+    name = str(info.get("model", ""))
+    return "value" if name.endswith("_value") else "policy_value" if name.endswith("_pv") else "policy"
+
+
+def load_model(path: str | os.PathLike, kind: str | tuple[str, ...], size: int | None = None):
     """(info, model, variables): the net in an exported folder or run folder,
     built by ``nets.make_model``. CheckpointError (naming the folder) unless
-    it is a ``kind`` ("policy" or "value") net, for a ``size`` board when
-    given, whose variables fit its model."""
+    it is a ``kind`` ("policy", "value", "policy_value", or one of a tuple
+    of them) net, for a ``size`` board when given, whose variables fit its
+    model."""
     import jax
 
     # JAX and Numba on first use: train.supervised and selfplay.rl import this module,
     # and the CLI's parser imports their configs.
     from alphalite.nn import features, nets
 
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
     info, variables = load_variables(path)
-    is_value = str(info.get("model", "")).endswith("_value")
-    if info.get("kind", kind) != kind or is_value != (kind == "value"):
-        raise CheckpointError(f"{path} is not a {kind} net (model {info.get('model')!r}, "
+    got = net_kind(info)
+    if info.get("kind", got) != got or got not in kinds:
+        raise CheckpointError(f"{path} is not a {' or '.join(kinds)} net (model {info.get('model')!r}, "
                               f"kind {info.get('kind', 'unknown')!r})")
     n = int(info["board_size"])
     if size is not None and n != size:
-        raise CheckpointError(f"{path} is a {n}x{n} {kind} net, expected {size}x{size}")
+        raise CheckpointError(f"{path} is a {n}x{n} {got} net, expected {size}x{size}")
     try:
         model = nets.make_model(info["model"], n, features.num_planes(info.get("preset", "default")))
         want = jax.eval_shape(lambda k: nets.init_variables(model, k), jax.random.key(0))

@@ -180,7 +180,13 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
     """The search's network function on ONNX Runtime, with the contract of
     ``search.evaluators.policy_value_fn``: ``net_fn(params, planes, legal) ->
     (priors [B, A], values [B])`` as numpy float32, priors a softmax over the
-    legal moves. ``params`` is ignored: the weights are in the sessions."""
+    legal moves. ``params`` is ignored: the weights are in the sessions. A
+    policy-value net (``nets.ResNetPolicyValue``) as ``policy_model`` gives
+    both from its one session run (``pv_fn``)."""
+    if isinstance(policy_model, nets.ResNetPolicyValue):
+        if value_model is not None:
+            raise ValueError("a policy-value net has its own value head: no value net beside it")
+        return pv_fn(policy_model, policy_variables, threads)
     policy = session(policy_model, policy_variables, threads)
     value = None if value_model is None else session(value_model, value_variables, threads)
 
