@@ -51,6 +51,12 @@ def _sl(args):
     return 130 if res.get("stopped") == "interrupted" else 0
 
 
+def _rl_plot(args):
+    from alphalite.zero import plots
+
+    print(plots.plot_workdir(args.run, args.out))
+
+
 def _rl(args):
     import json
 
@@ -252,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
                        ("alphazero self-play", SelfPlayConfig), ("alphazero search (PUCT root)", SearchParams)):
         config_lib.add_arguments(rl.add_argument_group(title), cls, skip_existing=True)
     rl.set_defaults(func=_rl)
+
+    rp = sub.add_parser("rl-plot", help="redraw an AlphaZero run's plot (loss, gating, rating) from its "
+                        "metrics.jsonl")
+    rp.add_argument("run", help="the run folder (--workdir of `alphalite rl --algo alphazero`)")
+    rp.add_argument("--out", help="PNG to write (default: RUN/plots/zero.png)")
+    rp.set_defaults(func=_rl_plot)
 
     tp = sub.add_parser("train-patterns", help="train the pattern rollout and tree policies on a dataset "
                         "(resumable from WORKDIR/state.npz)")

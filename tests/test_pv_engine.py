@@ -54,6 +54,7 @@ def _positions():
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inference", ["onnx", "jax"])
 def test_value_is_the_nets_own_head(pv, inference):
     """PolicyNet.evaluate of a pv net: the priors and value JAX computes with

@@ -22,7 +22,8 @@ logs), else it joins the cluster at that address. On it run
 
 The driver (this process) runs the rounds in order and logs each to
 metrics.jsonl (``kind``: selfplay, train, gate) with the iteration number,
-then bumps the counter in state.json.
+then bumps the counter in state.json and redraws ``plots/zero.png``
+(``alphalite.zero.plots``: loss, gating, the best net's rating).
 
 Faults: actors and the learner are created with ``max_restarts=-1`` and
 ``max_task_retries=-1``: a killed one (``kill -9``) is restarted by Ray and
@@ -43,6 +44,7 @@ from pathlib import Path
 
 from alphalite.runtime import config as config_lib
 from alphalite.runtime.config import field
+from alphalite.zero import plots
 from alphalite.zero.store import Store
 from search.params import SearchParams
 from selfplay.config import SelfPlayConfig
@@ -234,6 +236,7 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
             store.log({"kind": "gate", "iteration": it, "new_step": tr["step"], "best_step": best["step"], **g})
             it += 1
             store.set_iteration(it)
+            plots.plot_run(store.read_metrics(), store.plot_path)
             say(f"iteration {it}/{cfg.iterations}: {sum(r['games'] for r in res)} games, loss "
                 f"{tr.get('loss', float('nan')):.3f}, gate {g.get('score', float('nan')):.2f} over {g['games']} "
                 f"games -> {'accepted' if g['accepted'] else 'rejected'}")

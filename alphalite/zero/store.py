@@ -9,6 +9,7 @@
     <workdir>/best.json        pointer to the best net so far, written atomically
     <workdir>/state.json       the driver's iteration counter, written atomically
     <workdir>/metrics.jsonl    one line per self-play round, training round and gating
+    <workdir>/plots/zero.png   loss, gating and rating (alphalite.zero.plots), redrawn each iteration
 
 On a cluster the workdir must be on storage every node sees. Every write is
 a temp name then a rename, so a process killed at any point leaves the last
@@ -31,6 +32,7 @@ class Store:
         self.ckpt = self.root / "ckpt"
         self.nets = self.root / "nets"
         self.metrics = self.root / "metrics.jsonl"
+        self.plot_path = self.root / "plots" / "zero.png"
 
     def make(self) -> "Store":
         for d in (self.root, self.games, self.nets):
