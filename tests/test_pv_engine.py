@@ -92,10 +92,11 @@ def test_a_run_folder_plays_its_best_net_even_when_moved(pv, tmp_path):
 
 def _spoilt(case: str, net_dir: Path, tmp_path: Path) -> tuple[list[str], str]:
     """(gtp flags, what the one error line says) for a pv net that cannot play."""
-    net = Path(shutil.copytree(net_dir, tmp_path / "pv"))
-    if case == "value-beside":
-        return (["--checkpoint", str(net), "--value-checkpoint", "value9"],
-                f"{net} is a policy-value net, valued by its own head: no value net beside it "
+    net = Path(shutil.copytree(net_dir, tmp_path / "run" / "nets" / net_dir.name))
+    if case == "value-beside":  # given as a run folder: still one line
+        (tmp_path / "run" / "best.json").write_text(json.dumps({"net": str(net), "step": 7}))
+        return (["--checkpoint", str(tmp_path / "run"), "--value-checkpoint", "value9"],
+                "is a policy-value net, valued by its own head: no value net beside it "
                 "(drop --value-checkpoint value9)")
     if case == "size":  # model.json says 7x7, the arrays are 9x9 ones
         info = json.loads((net / "model.json").read_text())

@@ -292,12 +292,12 @@ class Session:
                                                  f"plays {n}x{n} (give --checkpoint)")
             policy = self._nets[n][0]
         value = None if value == AUTO else value  # beside a policy-value net: its own head
-        best = checkpoint.run_best(checkpoint.resolve(policy))
-        if best is not None:
-            self.log(f"{NAME}: {policy} is an AlphaZero run: playing its best net {best}")
-            policy = str(best)
+        run, best = policy, checkpoint.run_best(checkpoint.resolve(policy))
+        policy = policy if best is None else str(best)
         t0 = time.perf_counter()
         net = players.load_net(policy, value, self.config.inference)
+        if best is not None:  # said once, after a good load (a refusal stays one line)
+            self.log(f"{NAME}: {run} is an AlphaZero run: playing its best net {best}")
         self._nets[net.size] = (policy, value)
         self._loaded[net.size] = net
         self._log_loaded(net.size, time.perf_counter() - t0)
