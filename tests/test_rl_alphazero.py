@@ -115,6 +115,7 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     assert gate["games"] > 0 and isinstance(gate["accepted"], bool) and "llr" in gate
     assert (work / "ckpt").is_dir() and (store.net_dir(cfg.train_steps) / "model.json").exists()
     assert json.loads((work / "state.json").read_text()) == {"iteration": 1}
+    assert store.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # redrawn after the iteration
 
     # the same command with more iterations resumes: counter, checkpoint, games on disk
     before = {p.name for p in store.game_paths()}

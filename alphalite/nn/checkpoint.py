@@ -140,8 +140,9 @@ def export_model(out_dir: str | os.PathLike, variables: dict, model_info: dict,
 
 
 def run_best(path: str | os.PathLike) -> Path | None:
-    """The exported net an AlphaZero run folder's ``best.json`` points at
-    (its ``nets/`` folder of that name when the run was moved); None when
+    """The exported net an AlphaZero run folder's ``best.json`` points at:
+    the run's own ``nets/`` folder of that name (a moved or copied run), else
+    the path as written; None when
     ``path`` is no such run folder. CheckpointError for a broken pointer."""
     p = Path(path).expanduser()
     f = p / "best.json"
@@ -151,7 +152,7 @@ def run_best(path: str | os.PathLike) -> Path | None:
         net = Path(json.loads(f.read_text())["net"])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
         raise CheckpointError(f"{f}: unreadable: {type(e).__name__}: {e}") from None
-    for d in (net, p / "nets" / net.name):
+    for d in (p / "nets" / net.name, net):
         if (d / "model.json").is_file():
             return d
     raise CheckpointError(f"{f}: its best net {net} is not there")
