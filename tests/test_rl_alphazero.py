@@ -81,6 +81,12 @@ def test_a_net_against_itself_scores_about_half_and_a_random_net_loses():
     res = netmatch.gate(uniform, None, uniform, None, size=5, komi=0.5, search=search, max_games=4, batch=4,
                         max_moves=30)
     assert res["games"] == 4 and res["wins"] + res["losses"] == 4 and res["decision"] == "continue"
+    strict = dataclasses.replace(netmatch.Sprt(), elo1=2000.0)  # decides after a game or two
+    assert netmatch.gate(uniform, None, uniform, None, size=5, komi=0.5, search=search, sprt=strict, max_games=8,
+                         batch=2, max_moves=30)["games"] < 8
+    rated = netmatch.gate(uniform, None, uniform, None, size=5, komi=0.5, search=search, sprt=None, max_games=8,
+                          batch=2, max_moves=30)  # a rating match: every game is played
+    assert rated["games"] == 8 == rated["wins"] + rated["losses"] + rated["draws"] and "llr" not in rated
 
 
 @pytest.mark.slow
@@ -90,7 +96,8 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     work = tmp_path / "az"
     store = Store(work)
     out: dict = {}
-    cfg = dataclasses.replace(TINY, games_per_iteration=16)
+    # every undecided gate accepts, so the anchor match of iteration 2 has a net to rate against the start
+    cfg = dataclasses.replace(TINY, games_per_iteration=16, gate_threshold=0.0, anchor_every=2)
     sp = dataclasses.replace(TINY_SP, games_at_once=1)  # one game after another: the kill lands mid-round
     t = threading.Thread(target=lambda: out.update(train_alphazero(cfg, sp, SearchParams(), work,
                                                                    progress=False)))
@@ -125,6 +132,9 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     assert before < after and len(after) == n1 + cfg.games_per_iteration
     trains = [m for m in store.read_metrics() if m["kind"] == "train"]
     assert [m["step"] for m in trains] == [cfg.train_steps, 2 * cfg.train_steps]
+    anchor = store.read_metrics()[-1]  # iteration 2: the best net against the start, every game played
+    assert anchor["kind"] == "anchor" and anchor["iteration"] == 2 and anchor["step"] > 0
+    assert anchor["games"] == cfg.gate_games == anchor["wins"] + anchor["losses"] + anchor["draws"]
 
 
 def test_alphazero_flags_reach_their_own_config():

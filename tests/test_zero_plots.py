@@ -21,7 +21,16 @@ RECORDS = [
     {"kind": "train", "iteration": 2, "step": 300, "loss": 2.4, "policy_loss": 1.9, "value_loss": 0.5},
     {"kind": "gate", "iteration": 2, "new_step": 300, "games": 10, "wins": 6, "draws": 2, "losses": 2,
      "accepted": True},
+    {"kind": "anchor", "iteration": 3, "step": 300, "games": 40, "wins": 24, "draws": 0, "losses": 16,
+     "score": 0.6},
 ]
+
+
+def test_anchor_elo_reads_the_matches_against_the_start():
+    (a,) = plots.anchor_elo(RECORDS)
+    assert (a["iteration"], a["step"]) == (3, 300)
+    assert a["elo"] == pytest.approx(elo_from_rate(0.6))
+    assert a["low"] < 0 < a["elo"] < a["high"]  # 24 of 40: not yet distinguishable from the start
 
 
 def test_rating_chain_adds_the_accepted_gates_only():

@@ -66,16 +66,18 @@ def play_match(a_fn: Callable, a_params: Any, b_fn: Callable, b_params: Any, n_g
 
 
 def gate(new_fn: Callable, new_params: Any, best_fn: Callable, best_params: Any, *, size: int, komi: float,
-         search: MultiParams, sprt: Sprt = Sprt(), max_games: int = 40, batch: int = 8, seed: int = 0,
+         search: MultiParams, sprt: Sprt | None = Sprt(), max_games: int = 40, batch: int = 8, seed: int = 0,
          threshold: float = 0.55, max_moves: int | None = None, preset: str = "default") -> dict:
     """Batches of ``batch`` games (even) of the new net against the best until
     the SPRT decides or ``max_games`` are played. ``accepted``: the SPRT
     accepted H1 (the new net is ``elo1`` better), or it had not decided and
-    the new net scored at least ``threshold`` (AlphaGo Zero's 55%)."""
+    the new net scored at least ``threshold`` (AlphaGo Zero's 55%). With
+    ``sprt=None`` all ``max_games`` are played (a rating match)."""
     gen = np.random.default_rng(seed)
     batch = max(2, batch + batch % 2)
     wins = losses = draws = 0
-    state = sprt.state(0, 0)
+    decide = sprt.state if sprt is not None else (lambda *_: {"decision": "continue"})
+    state = decide(0, 0)
     while wins + losses + draws < max_games and state["decision"] == "continue":
         n = min(batch, max_games - wins - losses - draws)
         s = play_match(new_fn, new_params, best_fn, best_params, n, size=size, komi=komi, search=search, gen=gen,
@@ -83,8 +85,9 @@ def gate(new_fn: Callable, new_params: Any, best_fn: Callable, best_params: Any,
         wins += int((s == 1).sum())
         losses += int((s == 0).sum())
         draws += int((s == 0.5).sum())
-        state = sprt.state(wins, losses, draws)
+        state = decide(wins, losses, draws)
     games = wins + losses + draws
     score = (wins + draws / 2) / games if games else 0.0
     accepted = state["decision"] == "accept H1" or (state["decision"] == "continue" and score >= threshold)
-    return {**state, "games": games, "score": score, "accepted": bool(accepted)}
+    return {**state, "wins": wins, "losses": losses, "draws": draws, "games": games, "score": score,
+            "accepted": bool(accepted)}

@@ -69,6 +69,8 @@ class ZeroConfig:
     gate_visits: int = field(16, "search visits a move in gating games")
     gate_sprt: str = field("elo0=0,elo1=35,alpha=0.05,beta=0.05", "SPRT of the gating")
     gate_threshold: float = field(0.55, "undecided SPRT: accept at this score or better")
+    anchor_every: int = field(5, "every this many rounds the best net plays the start net (step 0) all gate_games "
+                                 "games at gate_visits: its rating against a fixed opponent (0: never)")
     actors: int = field(0, "self-play actors; 0: the cores Ray has, less one for the learner (at least 1)")
     seed: int = field(0, "seed of the net's start, the games and the sampling")
 
@@ -131,8 +133,11 @@ class LearnerActor:
         return self.learner.save()
 
 
-def gate_nets(new_net: str, best_net: str, size: int, cfg: dict, sp: dict, search: dict, seed: int) -> dict:
-    """The gating task: the new net against the best (``netmatch.gate``)."""
+def gate_nets(new_net: str, best_net: str, size: int, cfg: dict, sp: dict, search: dict, seed: int,
+              rating: bool = False) -> dict:
+    """The gating task: the new net against the best (``netmatch.gate``).
+    With ``rating``, all ``gate_games`` are played and nothing is accepted
+    (the anchor match of the best net against the start)."""
     _setup_worker()
     from alphalite.arena import netmatch
     from alphalite.arena.ratings import Sprt
@@ -146,9 +151,12 @@ def gate_nets(new_net: str, best_net: str, size: int, cfg: dict, sp: dict, searc
     nets = [pv_net(*load_net(d), pad_to=batch) for d in (new_net, best_net)]
     params = dataclasses.replace(spc, simulations=c.gate_visits).search_params(
         size, config_lib.from_dict(SearchParams, search))
-    res = netmatch.gate(*nets[0], *nets[1], size=size, komi=spc.komi, search=params, sprt=Sprt.parse(c.gate_sprt),
+    res = netmatch.gate(*nets[0], *nets[1], size=size, komi=spc.komi, search=params,
+                        sprt=None if rating else Sprt.parse(c.gate_sprt),
                         max_games=c.gate_games, batch=batch, seed=seed, threshold=c.gate_threshold,
                         max_moves=spc.max_moves or None, preset=spc.preset)
+    if rating:
+        res = {k: res[k] for k in ("wins", "losses", "draws", "games", "score")}
     return {**res, "seconds": time.perf_counter() - t0}
 
 
@@ -156,7 +164,7 @@ def check_resume(store: Store, saved: dict) -> None:
     path = store.root / "config.json"
     if path.exists():
         old = json.loads(path.read_text())
-        keep = {"zero": ("iterations", "games_per_iteration", "train_steps", "actors", "gate_games")}
+        keep = {"zero": ("iterations", "games_per_iteration", "train_steps", "actors", "gate_games", "anchor_every")}
         diffs = []
         for part, cls in (("zero", ZeroConfig), ("selfplay", SelfPlayConfig), ("search", SearchParams)):
             now = config_lib.from_dict(cls, saved[part])
@@ -236,6 +244,13 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
             store.log({"kind": "gate", "iteration": it, "new_step": tr["step"], "best_step": best["step"], **g})
             it += 1
             store.set_iteration(it)
+            start = store.start_net()
+            if cfg.anchor_every > 0 and cfg.gate_games > 0 and it % cfg.anchor_every == 0 and start:
+                now = store.best()
+                if now["net"] != start:
+                    a = ray.get(gate_task.remote(now["net"], start, cfg.size, saved["zero"], saved["selfplay"],
+                                                 saved["search"], cfg.seed * 7919 + it + 104729, True))
+                    store.log({"kind": "anchor", "iteration": it, "step": now["step"], **a})
             plots.plot_run(store.read_metrics(), store.plot_path)
             say(f"iteration {it}/{cfg.iterations}: {sum(r['games'] for r in res)} games, loss "
                 f"{tr.get('loss', float('nan')):.3f}, gate {g.get('score', float('nan')):.2f} over {g['games']} "

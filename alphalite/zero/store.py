@@ -42,6 +42,11 @@ class Store:
     def net_dir(self, step: int) -> Path:
         return self.nets / f"step-{step:07d}"
 
+    def start_net(self) -> str | None:
+        """The run's first net (step 0), the fixed opponent of the anchor matches."""
+        d = self.net_dir(0)
+        return str(d) if d.is_dir() else None
+
     def best(self) -> dict | None:
         """``{"net": folder, "step": N, ...}`` of the best net, or None before the first."""
         p = self.root / "best.json"
