@@ -68,12 +68,13 @@ def to_onnx(model, variables: dict):
         return node("Conv", [x, const(w, "w"), const(b, "b")], kernel_shape=[k, k], pads=[k // 2] * 4)
 
     trunk, trunk_s = p["trunk"], st["trunk"]
-    x = node("Transpose", ["planes"], perm=[0, 3, 1, 2])
+    x = "planes"
     stem = np.asarray(trunk["stem"]["kernel"], np.float32)  # [kh, kw, C, K]
     extra = -planes % CHANNEL_BLOCK
     if extra:  # zero planes with zero weights: the same sums, a stem ORT's blocked layout takes
-        x = node("Pad", [x, const(np.array([0, 0, 0, 0, 0, extra, 0, 0], np.int64), "pads")])
+        x = node("Pad", [x, const(np.array([0, 0, 0, 0, 0, 0, 0, extra], np.int64), "pads")])
         stem = np.concatenate([stem, np.zeros(stem.shape[:2] + (extra, stem.shape[3]), np.float32)], axis=2)
+    x = node("Transpose", [x], perm=[0, 3, 1, 2])  # ORT folds it into its reorder to the blocked layout
     h = node("Relu", [conv_bn(x, stem, trunk["stem_bn"], trunk_s["stem_bn"])])
     for i in range(model.blocks):
         blk, blk_s = trunk[f"block{i}"], trunk_s[f"block{i}"]
