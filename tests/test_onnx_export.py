@@ -58,3 +58,27 @@ def test_engine_nets_give_the_same_priors_and_values_on_either_runtime():
         (pj, vj), (po, vo) = on_jax.evaluate(st), on_ort.evaluate(st)
         np.testing.assert_allclose(po, pj, atol=1e-5)
         assert abs(vo - vj) < 1e-5 and po[m] == 0.0  # an occupied point gets no prior
+
+
+def test_residual_adds_run_in_ort_blocked_layout(tmp_path):
+    """A 17-plane stem is padded to a whole channel block, so ORT's blocked
+    layout (NCHWc) runs the whole trunk: no plain Add, Relu or layout
+    reorder is left between the residual blocks."""
+    import onnx
+    import onnxruntime as ort
+
+    model = nets.make_model("b2c16_pv", 9, 17)
+    variables = nets.init_variables(model, jax.random.key(0))
+    proto = onnx_export.to_onnx(model, variables)
+    stem = next(n for n in proto.graph.node if n.op_type == "Conv")
+    w = next(t for t in proto.graph.initializer if t.name == stem.input[1])
+    assert w.dims[1] % onnx_export.CHANNEL_BLOCK == 0
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    ops = [(n.domain, n.op_type) for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    if not any(d == "com.microsoft.nchwc" for d, _ in ops):
+        pytest.skip("ONNX Runtime uses no blocked layout on this CPU")
+    assert ("", "Add") not in ops and ("", "Relu") not in ops
+    assert ops.count(("com.microsoft.nchwc", "ReorderInput")) == 1  # the input, once

@@ -6,7 +6,8 @@ The graph computes what ``ResNetPolicy`` / ``ResNetValue`` compute in
 inference mode, from the same input (planes ``[B, H, W, C]`` float32):
 batch norm is folded into the convolution before it (``W * s``, ``b - m * s``
 with ``s = scale / sqrt(var + eps)``), the trunk runs channels-first (what
-ONNX's Conv takes), and the heads flatten in our channels-last order so the
+ONNX's Conv takes), the input planes padded with zero planes (and zero stem
+weights) to a whole ``CHANNEL_BLOCK``, and the heads flatten in our channels-last order so the
 dense weights are used as they are. Outputs: policy logits ``[B, H*W+1]``,
 or the value ``[B]`` in [-1, 1], or both (``ResNetPolicyValue``: outputs
 ``logits`` and ``value``). The batch dimension is free."""
@@ -16,6 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from alphalite.nn import nets
+
+
+# ONNX Runtime runs convolutions in a blocked channel layout (NCHWc, 16
+# channels a block with AVX-512, 8 with AVX2) only where the input channels
+# are a multiple of the block (or fewer than one block). With a 17-plane
+# stem left in plain NCHW, every residual Add fell back to NCHW too: a
+# reorder out and in, an unfused Add and Relu in each block.
+CHANNEL_BLOCK = 16
 
 
 def _fold(kernel, bn_params, bn_stats, eps: float):
@@ -59,8 +68,14 @@ def to_onnx(model, variables: dict):
         return node("Conv", [x, const(w, "w"), const(b, "b")], kernel_shape=[k, k], pads=[k // 2] * 4)
 
     trunk, trunk_s = p["trunk"], st["trunk"]
-    x = node("Transpose", ["planes"], perm=[0, 3, 1, 2])
-    h = node("Relu", [conv_bn(x, trunk["stem"]["kernel"], trunk["stem_bn"], trunk_s["stem_bn"])])
+    x = "planes"
+    stem = np.asarray(trunk["stem"]["kernel"], np.float32)  # [kh, kw, C, K]
+    extra = -planes % CHANNEL_BLOCK
+    if extra:  # zero planes with zero weights: the same sums, a stem ORT's blocked layout takes
+        x = node("Pad", [x, const(np.array([0, 0, 0, 0, 0, 0, 0, extra], np.int64), "pads")])
+        stem = np.concatenate([stem, np.zeros(stem.shape[:2] + (extra, stem.shape[3]), np.float32)], axis=2)
+    x = node("Transpose", [x], perm=[0, 3, 1, 2])  # ORT folds it into its reorder to the blocked layout
+    h = node("Relu", [conv_bn(x, stem, trunk["stem_bn"], trunk_s["stem_bn"])])
     for i in range(model.blocks):
         blk, blk_s = trunk[f"block{i}"], trunk_s[f"block{i}"]
         a = node("Relu", [conv_bn(h, blk["Conv_0"]["kernel"], blk["BatchNorm_0"], blk_s["BatchNorm_0"])])
