@@ -17,6 +17,7 @@ import pytest
 from alphalite.engine import players
 from alphalite.go import board
 from alphalite.nn import checkpoint, features, nets
+from tests import test_gtp as gtp_tests  # imported at collection: rewriting it mid-test hit CPython 3.11's AST depth bug
 
 MODEL = "b1c8_pv"
 
@@ -123,10 +124,8 @@ def test_load_net_refuses(pv, tmp_path, case):
 @pytest.mark.subprocess
 @pytest.mark.parametrize("case", ["value-beside", "size", "corrupt"])
 def test_gtp_refuses_with_one_line(pv, tmp_path, case):
-    from tests.test_gtp import _gtp_start
-
     args, want = _spoilt(case, pv[2], tmp_path)
-    out = _gtp_start(["--engine", "apv", "--size", "9", *args], tmp_path)
+    out = gtp_tests._gtp_start(["--engine", "apv", "--size", "9", *args], tmp_path)
     err = out.stderr.decode()
     assert out.returncode == 2 and out.stdout == b"", (out.returncode, out.stdout, err)
     assert err.count("\n") == 1 and err.startswith("alphalite: error: ") and want in err, err
@@ -138,10 +137,8 @@ def test_gtp_refuses_with_one_line(pv, tmp_path, case):
 def test_gtp_plays_a_run_folder(pv, tmp_path, engine):
     """Over a real pipe: the run folder's best net plays legal 9x9 moves; the
     engine says once which net it took and that the net's head values."""
-    from tests.test_gtp import RawGtp
-
     _, _, net_dir, run = pv
-    eng = RawGtp(["--engine", engine, "--checkpoint", str(run), "--size", "9", "--visits", "24",
+    eng = gtp_tests.RawGtp(["--engine", engine, "--checkpoint", str(run), "--size", "9", "--visits", "24",
                   "--no-resign"], tmp_path / "stderr.txt")
     st = board.new_game(9, 7.5)
     try:
