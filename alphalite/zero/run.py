@@ -30,7 +30,9 @@ Faults: actors and the learner are created with ``max_restarts=-1`` and
 its call retried; games it finished are already on disk, the learner
 restarts from its last checkpoint. A killed run rerun with the same command
 resumes from the store (iteration counter, best pointer, checkpoint,
-games). Ctrl-C saves a checkpoint of the learner and stops.
+games). Ctrl-C or SIGTERM (``kill``; a job started with ``nohup ... &``
+ignores SIGINT) stops the run after the stage in flight and saves a
+checkpoint of the learner; a second one stops it at once.
 """
 
 from __future__ import annotations
@@ -218,6 +220,16 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
     it = store.iteration()
     t_start = time.perf_counter()
     summary = {"workdir": root, "actors": n_actors, "start_iteration": it}
+    from alphalite.train.loop import GracefulStop
+
+    # SIGTERM too, and SIGINT even where the shell ignores it (a job started with `&`):
+    # the run stops after the stage in flight; a second signal at once
+    stop = GracefulStop()
+
+    def check():
+        if stop.requested:
+            raise KeyboardInterrupt
+
     try:
         best = ray.get(learner.start_net.remote())
         if it == 0 and not any(r.get("kind") == "start" for r in store.read_metrics()):
@@ -232,8 +244,10 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
             store.log({"kind": "selfplay", "iteration": it, "games": sum(r["games"] for r in res),
                        "seconds": time.perf_counter() - t0, "best_step": best["step"],
                        "games_on_disk": len(store.game_paths())})
+            check()
             tr = ray.get(learner.train.remote(cfg.train_steps))
             store.log({"kind": "train", "iteration": it, **tr})
+            check()
             if cfg.gate_games > 0 and tr["step"] != best["step"]:
                 g = ray.get(gate_task.remote(tr["net"], best["net"], cfg.size, saved["zero"], saved["selfplay"],
                                              saved["search"], cfg.seed * 7919 + it))
@@ -255,6 +269,7 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
             say(f"iteration {it}/{cfg.iterations}: {sum(r['games'] for r in res)} games, loss "
                 f"{tr.get('loss', float('nan')):.3f}, gate {g.get('score', float('nan')):.2f} over {g['games']} "
                 f"games -> {'accepted' if g['accepted'] else 'rejected'}")
+            check()
     except KeyboardInterrupt:
         summary["stopped"] = "interrupted"
         try:
@@ -262,6 +277,7 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
         except Exception as e:  # noqa: BLE001 - Ctrl-C may have reached the workers too; report, do not hide
             summary["save_error"] = f"{type(e).__name__}: {e}"
     finally:
+        stop.restore()
         for a in [learner, *actors]:
             ray.kill(a, no_restart=True)
         if started:
