@@ -83,6 +83,7 @@ def test_a_net_against_itself_scores_about_half_and_a_random_net_loses():
     assert res["games"] == 4 and res["wins"] + res["losses"] == 4 and res["decision"] == "continue"
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
