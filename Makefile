@@ -60,8 +60,16 @@ sabaki-gtp:
 		&& touch $(SABAKI_GTP) || echo "could not install @sabaki/gtp; its test will be skipped"; \
 	else echo "npm not found: the @sabaki/gtp test will be skipped"; fi
 
+# Two passes: the tests on TEST_WORKERS processes (pytest-xdist; whole
+# files to one worker, so a file's module fixtures and JAX compiles happen
+# once), then those marked serial alone (wall-time bounds, Ray's cores).
+# Both passes always run; either failing fails the target.
+TEST_WORKERS ?= 2
 test: $(STAMP) gnugo sabaki-gtp
-	$(BIN)/python -m pytest -q tests
+	rc=0; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" tests || rc=1; \
+	$(BIN)/python -m pytest -q -m serial tests || rc=1; \
+	exit $$rc
 
 # While working: everything but the tests marked slow (under 2 minutes).
 # Other cuts: pytest -m "not gnugo", -m "not subprocess" (markers in pyproject.toml).

@@ -117,6 +117,7 @@ def test_threads_share_one_tree(policies):
     assert s.worker is None
 
 
+@pytest.mark.serial
 def test_tree_grows_while_threads_run_and_time_budget_holds(policies):
     def slow_net(params, planes, legal):
         time.sleep(0.02)

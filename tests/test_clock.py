@@ -35,6 +35,7 @@ def _moves(logs):
     return out
 
 
+@pytest.mark.serial
 def test_visits_cap_a_clocked_search():
     logs: list[str] = []
     eng = _engine(logs, visits=50)
@@ -51,6 +52,7 @@ def test_visits_cap_a_clocked_search():
     assert visits > 50 and 0.5 * budget < took < budget + 0.15, logs[-1]
 
 
+@pytest.mark.serial
 def test_move_time_counts_from_the_commands_arrival():
     """A genmove read 0.5 s before it is answered (behind a slow command)
     has only the rest of its budget left."""
@@ -71,6 +73,7 @@ class _SlowWarmup(gtp.Engine):
         super()._warmup()
 
 
+@pytest.mark.serial
 def test_commands_wait_for_the_warm_up_and_the_wait_is_charged():
     """Identity commands answer at once; a genmove sent at once behind them
     waits for the warm-up, and that wait comes off its own budget and the
@@ -98,6 +101,7 @@ def test_commands_wait_for_the_warm_up_and_the_wait_is_charged():
     assert eng._clocks[protocol.BLACK].main <= 60.0 - logged + 0.01
 
 
+@pytest.mark.serial
 def test_max_time_bounds_a_move_with_or_without_a_clock():
     logs: list[str] = []
     eng = _engine(logs, visits=10**6, max_time=0.3)

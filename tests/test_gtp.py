@@ -151,6 +151,7 @@ def test_transcript(engine, path, tmp_path):
     engine.no_pending_output()
 
 
+@pytest.mark.serial
 @pytest.mark.subprocess
 def test_startup_answers_at_once(tmp_path):
     """name/protocol_version come back before any warm-up (well under the
@@ -284,6 +285,7 @@ def test_fuzz_never_crashes_or_desynchronises(engine):
 # ---------------------------------------------------------------- GNU Go
 
 
+@pytest.mark.serial
 @pytest.mark.gnugo
 @pytest.mark.subprocess
 @pytest.mark.skipif(GNUGO is None, reason="GNU Go not found on PATH or in /usr/games: install gnugo")
@@ -769,6 +771,7 @@ def test_search_flags_are_search_params_and_reach_the_search():
     assert spread[0] < spread[1], spread
 
 
+@pytest.mark.serial
 def test_tree_reuse_counts_against_the_clock():
     """Regression: advancing a large reused tree (0.7 s for 66k nodes on
     19x19) ran before the timed search and overshot byo-yomi budgets."""

@@ -9,6 +9,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from alphalite.gtp import protocol
 from alphalite.gtp.protocol import GtpFailure
 
@@ -128,6 +130,7 @@ class _Pipe:
         return sent
 
 
+@pytest.mark.serial
 def test_serve_streams_until_the_next_line_and_stamps_arrivals():
     eng = Fake()
     stdin, out = _Pipe(), io.BytesIO()

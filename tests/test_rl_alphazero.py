@@ -89,6 +89,7 @@ def test_a_net_against_itself_scores_about_half_and_a_random_net_loses():
     assert rated["games"] == 8 == rated["wins"] + rated["losses"] + rated["draws"] and "llr" not in rated
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
