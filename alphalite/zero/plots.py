@@ -26,6 +26,7 @@ from pathlib import Path
 from alphalite.arena.ratings import elo_from_rate, wilson
 from alphalite.runtime import files
 
+
 def gate_score(rec: dict) -> tuple[float, float, float]:
     """(score, 95% low, 95% high) of a gate record: draws count half."""
     n = rec.get("games", 0)
