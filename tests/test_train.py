@@ -283,6 +283,33 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path):
     assert ev["topk_curve"] == sorted(ev["topk_curve"])
 
 
+def test_init_starts_a_run_from_every_weight_of_a_net(tmp_path):
+    """--init fine-tunes: the new run's state is the given net, heads and
+    batch statistics included, with a fresh optimizer; a net of another model
+    is refused, and so is --init beside --init-trunk, before anything is written."""
+    info = {"model": "b1c8", "board_size": 9, "preset": "default", "kind": "policy"}
+    model = nets.make_model("b1c8", 9, features.num_planes("default"))
+    src = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(1)))
+    src["batch_stats"] = jax.tree_util.tree_map(lambda x: x + 0.5, src["batch_stats"])
+    path = checkpoint.export_model(tmp_path / "src", src, info)
+    tx = optax.adam(1e-3)
+    state = loop.create_state(model, tx, jax.random.PRNGKey(0), jnp.zeros((1, 9, 9, 17), jnp.float32))
+    tuned = train.init_from(state, str(path), info)
+    for key in ("params", "batch_stats"):
+        a, b, c = (jax.tree_util.tree_leaves(t) for t in (src[key], getattr(tuned, key), getattr(state, key)))
+        assert len(a) == len(b) > 0
+        assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
+        assert not all(np.array_equal(np.asarray(x), np.asarray(z)) for x, z in zip(a, c))
+    assert jax.tree_util.tree_structure(tuned.opt_state) == jax.tree_util.tree_structure(state.opt_state)
+    with pytest.raises(ValueError, match="the same model, size and preset needed"):
+        train.init_from(state, str(path), {**info, "model": "b2c8"})
+    with pytest.raises(ValueError, match="give one"):
+        train.train_and_evaluate(train.SLConfig(data=str(tmp_path / "nodata"), board_size=9, model="b1c8",
+                                                init=str(path), init_trunk=str(path)), tmp_path / "both",
+                                 progress=False)
+    assert not (tmp_path / "both").exists()
+
+
 def _poison_batch(monkeypatch, bad: int):
     """Training batch number ``bad`` (0-based) gets NaN planes."""
     from alphalite.data import dataset

@@ -185,7 +185,7 @@ def test_value_training_resumes_to_the_same_state(sample_data, tmp_path):
     with pytest.raises(ValueError, match="value nets end in _value"):
         train.train_and_evaluate(_value_cfg(sample_data, 2, model="b1c4"), tmp_path / "bad", progress=False)
     # a run saved before the newer fields existed resumes (missing = default)
-    for k in ("marked_only", "init_trunk"):
+    for k in ("marked_only", "init_trunk", "init"):
         del saved[k]
     (tmp_path / "run" / "config.json").write_text(json.dumps(saved))
     train._check_resume(_value_cfg(sample_data, 6), tmp_path / "run")

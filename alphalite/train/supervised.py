@@ -64,6 +64,8 @@ class SLConfig:
                               "(value self-play data: after the random move)")
     init_trunk: str = field("", "checkpoint whose ResNet trunk (same blocks, channels, preset) "
                             "initialises a new run, e.g. the SL policy for a value net")
+    init: str = field("", "checkpoint of the same model and preset whose every weight initialises a new "
+                      "run (fine-tuning a net on other games)")
 
 
 # Fields a resumed run may change; everything else must match config.json.
@@ -178,6 +180,24 @@ def _start_afresh(workdir: Path) -> None:
     print(f"{workdir} held an earlier start but no checkpoint: starting afresh{note}", flush=True)
 
 
+def init_from(state, checkpoint: str, info: dict):
+    """``state`` with every weight and batch statistic of ``checkpoint``, a
+    net of the same model, board size and preset (fine-tuning); a fresh
+    optimizer state."""
+    import jax
+
+    src_info, variables = ckpt.load_variables(checkpoint)
+    theirs = {k: src_info.get(k) for k in ("model", "board_size", "preset")}
+    ours = {k: info[k] for k in theirs}
+    if theirs != ours:
+        raise ValueError(f"--init {checkpoint} is {theirs}, this run {ours}: the same model, size and preset needed")
+    params = jax.tree_util.tree_map(np.asarray, variables["params"])
+    if jax.tree_util.tree_structure(params) != jax.tree_util.tree_structure(state.params):
+        raise ValueError(f"--init {checkpoint}: its weights do not fit {info['model']}")
+    stats = variables.get("batch_stats", state.batch_stats)
+    return state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params))
+
+
 def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = True) -> dict:
     """Train (or resume) the run in ``workdir``; returns the last metrics.
 
@@ -201,6 +221,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     is_value = cfg.task == "value"
     if is_value != cfg.model.endswith("_value"):
         raise ValueError(f"task {cfg.task} cannot train model {cfg.model!r}: value nets end in _value")
+    if cfg.init and cfg.init_trunk:
+        raise ValueError("--init and --init-trunk both initialise the trunk: give one")
     info = {"model": cfg.model, "board_size": size, "preset": cfg.preset, "kind": cfg.task}
 
     model = nets.make_model(cfg.model, size, planes)
@@ -247,6 +269,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
             from alphalite.train import value as value_lib
 
             state = value_lib.init_trunk_from(state, cfg.init_trunk, cfg.preset)
+        if cfg.init:
+            state = init_from(state, cfg.init, info)
         _start_afresh(workdir)
     files.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
     step = int(meta["step"])
