@@ -283,10 +283,11 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path):
     assert ev["topk_curve"] == sorted(ev["topk_curve"])
 
 
-def test_init_starts_a_run_from_every_weight_of_a_net(tmp_path):
+def test_init_starts_a_run_from_every_weight_of_a_net(sample_data, tmp_path):
     """--init fine-tunes: the new run's state is the given net, heads and
     batch statistics included, with a fresh optimizer; a net of another model
-    is refused, and so is --init beside --init-trunk, before anything is written."""
+    or size is refused, and so is --init beside --init-trunk, before anything
+    is written."""
     info = {"model": "b1c8", "board_size": 9, "preset": "default", "kind": "policy"}
     model = nets.make_model("b1c8", 9, features.num_planes("default"))
     src = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(1)))
@@ -308,6 +309,11 @@ def test_init_starts_a_run_from_every_weight_of_a_net(tmp_path):
                                                 init=str(path), init_trunk=str(path)), tmp_path / "both",
                                  progress=False)
     assert not (tmp_path / "both").exists()
+    # a 9x9 net for a 19x19 run: refused, and the work folder is never made
+    with pytest.raises(ValueError, match="the same model, size and preset needed"):
+        train.train_and_evaluate(train.SLConfig(data=str(sample_data), model="b1c8", init=str(path)),
+                                 tmp_path / "wrong", progress=False)
+    assert not (tmp_path / "wrong").exists()
 
 
 def _poison_batch(monkeypatch, bad: int):

@@ -253,6 +253,14 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         raise dataset.DatasetError(f"{cfg.data} has no validation positions of size {size} for this task "
                                    "(split 'val'); rebuild it with --val-frac > 0")
 
+    if not any(d.name.isdigit() for d in (workdir / "ckpt").glob("*")):
+        # A new run: a net it starts from is read (and refused) before anything is written.
+        if cfg.init_trunk:
+            from alphalite.train import value as value_lib
+
+            state = value_lib.init_trunk_from(state, cfg.init_trunk, cfg.preset)
+        if cfg.init:
+            state = init_from(state, cfg.init, info)
     workdir.mkdir(parents=True, exist_ok=True)
     mgr = ckpt.manager(workdir / "ckpt", max_to_keep=3)
     best_mgr = ckpt.manager(workdir / "best", max_to_keep=1)
@@ -265,12 +273,6 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         state, meta = restored
         print(f"resumed {workdir} at step {meta['step']}", flush=True)
     else:
-        if cfg.init_trunk:
-            from alphalite.train import value as value_lib
-
-            state = value_lib.init_trunk_from(state, cfg.init_trunk, cfg.preset)
-        if cfg.init:
-            state = init_from(state, cfg.init, info)
         _start_afresh(workdir)
     files.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
     step = int(meta["step"])
