@@ -94,6 +94,14 @@ def manager(directory: str | os.PathLike, *, max_to_keep: int | None = 3):
                                  item_names=("state", "meta"))
 
 
+def latest_step(directory: str | os.PathLike) -> int | None:
+    """The newest finished step in a manager's folder, or None, without
+    making the folder (a manager would): Orbax renames a step's folder to
+    its bare number only once it is complete."""
+    steps = [int(d.name) for d in Path(directory).glob("*") if d.name.isdigit()]
+    return max(steps, default=None)
+
+
 def save(mgr, step: int, state: Any, meta: dict) -> None:
     ocp = _ocp()
     mgr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),

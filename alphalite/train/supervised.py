@@ -180,6 +180,27 @@ def _start_afresh(workdir: Path) -> None:
     print(f"{workdir} held an earlier start but no checkpoint: starting afresh{note}", flush=True)
 
 
+def init_trunk_from(state, checkpoint: str, preset: str):
+    """``state`` with its ``trunk`` params and batch stats taken from another
+    model's checkpoint (a policy net with the same blocks, channels and
+    input preset); the head stays freshly initialised."""
+    import jax
+
+    info, variables = ckpt.load_variables(checkpoint)
+    if info.get("preset") != preset:
+        raise ValueError(f"--init-trunk {checkpoint} uses preset {info.get('preset')!r}, this run {preset!r}")
+    src = variables["params"].get("trunk")
+    dst = state.params.get("trunk")
+    if src is None or dst is None or jax.tree_util.tree_structure(src) != jax.tree_util.tree_structure(dst) \
+            or any(a.shape != b.shape for a, b in zip(jax.tree_util.tree_leaves(src), jax.tree_util.tree_leaves(dst))):
+        raise ValueError(f"--init-trunk {checkpoint} ({info.get('model')}) has no trunk shaped like this net's")
+    params = {**state.params, "trunk": jax.tree_util.tree_map(np.asarray, src)}
+    stats = dict(state.batch_stats)
+    if "trunk" in stats and "trunk" in variables.get("batch_stats", {}):
+        stats["trunk"] = variables["batch_stats"]["trunk"]
+    return state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params))
+
+
 def init_from(state, checkpoint: str, info: dict):
     """``state`` with every weight and batch statistic of ``checkpoint``, a
     net of the same model, board size and preset (fine-tuning); a fresh
@@ -253,12 +274,10 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         raise dataset.DatasetError(f"{cfg.data} has no validation positions of size {size} for this task "
                                    "(split 'val'); rebuild it with --val-frac > 0")
 
-    if not any(d.name.isdigit() for d in (workdir / "ckpt").glob("*")):
+    if ckpt.latest_step(workdir / "ckpt") is None:
         # A new run: a net it starts from is read (and refused) before anything is written.
         if cfg.init_trunk:
-            from alphalite.train import value as value_lib
-
-            state = value_lib.init_trunk_from(state, cfg.init_trunk, cfg.preset)
+            state = init_trunk_from(state, cfg.init_trunk, cfg.preset)
         if cfg.init:
             state = init_from(state, cfg.init, info)
     workdir.mkdir(parents=True, exist_ok=True)

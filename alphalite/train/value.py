@@ -335,24 +335,3 @@ def cli_eval_value(args) -> int:
                                 gnugo_games=args.gnugo_games)
     print(json.dumps(res, sort_keys=True), flush=True)
     return 0
-
-
-def init_trunk_from(state, checkpoint: str, preset: str):
-    """``state`` with its ``trunk`` params and batch stats taken from another
-    model's checkpoint (a policy net with the same blocks, channels and
-    input preset); the head stays freshly initialised."""
-    import jax
-
-    info, variables = ckpt.load_variables(checkpoint)
-    if info.get("preset") != preset:
-        raise ValueError(f"--init-trunk {checkpoint} uses preset {info.get('preset')!r}, this run {preset!r}")
-    src = variables["params"].get("trunk")
-    dst = state.params.get("trunk")
-    if src is None or dst is None or jax.tree_util.tree_structure(src) != jax.tree_util.tree_structure(dst) \
-            or any(a.shape != b.shape for a, b in zip(jax.tree_util.tree_leaves(src), jax.tree_util.tree_leaves(dst))):
-        raise ValueError(f"--init-trunk {checkpoint} ({info.get('model')}) has no trunk shaped like this net's")
-    params = {**state.params, "trunk": jax.tree_util.tree_map(np.asarray, src)}
-    stats = dict(state.batch_stats)
-    if "trunk" in stats and "trunk" in variables.get("batch_stats", {}):
-        stats["trunk"] = variables["batch_stats"]["trunk"]
-    return state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params))
