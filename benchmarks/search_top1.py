@@ -25,17 +25,19 @@ from pathlib import Path
 
 import numpy as np
 
-from inference import cpu_name  # noqa: E402 (this folder's helper, before the folder leaves the path)
-
-# Run as a script, this file's folder comes first on sys.path, and its
-# search.py would shadow the `search` package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# Run as a script, this file's folder comes first on sys.path, where
+# benchmarks/search.py would shadow the `search` package.
+if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
 
 from alphalite.data import dataset  # noqa: E402
 from alphalite.engine import players  # noqa: E402
 from alphalite.go import board  # noqa: E402
 from search.params import SearchParams  # noqa: E402
 from search.rollout import PatternPolicy  # noqa: E402
+
+sys.path.append(str(Path(__file__).resolve().parent))  # after the packages: `search` stays ours
+from inference import cpu_name  # noqa: E402
 
 
 def positions(data, n: int, size: int, seed: int):
