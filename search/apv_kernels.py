@@ -25,12 +25,12 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import patterns
 from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, board_at, copy_board, legal_mask, owners_into,
                                 play_flat, result_for)
 from alphalite.nn.features import encode_into
+from alphalite.runtime.kernels import njit
 from search.tree import subtree_nodes
 
 NET_NONE, NET_QUEUED, NET_DONE = 0, 1, 2

@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from alphalite.runtime.kernels import njit
 
 LOW_LOGIT = -1e9  # mctx's floor on g + logits + sigma
 

@@ -96,7 +96,6 @@ import time
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import board as _board
 from alphalite.go.board import (
@@ -112,6 +111,7 @@ from alphalite.go.board import (
     result_for,
     stacked,
 )
+from alphalite.runtime.kernels import njit
 from search.params import SearchParams
 from search.tree import Tree, TreeArrays, advance, choose_move
 

@@ -59,11 +59,11 @@ import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-from numba import njit
 
 from alphalite.go.board import (M_MOVES, M_PASSES, M_TOPLAY, board_at, candidates_into,
                                 copy_board, init_board, play_flat, result_for, stacked, zobrist_table)
 from alphalite.nn.features import encode_into, num_planes, preset_id
+from alphalite.runtime.kernels import njit
 from search.apv_kernels import set_priors
 from search.gumbel import considered_table, improved_policy, interior_action, legal_count, root_action
 from search.mcts import puct_pick

@@ -19,10 +19,10 @@ probabilities for the search's priors.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import board, patterns
 from alphalite.go.board import M_NHIST, M_TOPLAY, area, board_at, copy_board, init_board, playout, zobrist_table
+from alphalite.runtime.kernels import njit
 
 
 @njit(cache=True, inline="always")

@@ -95,8 +95,9 @@ def test_commands_wait_for_the_warm_up_and_the_wait_is_charged():
     assert answers[b"1"] < 0.5  # name did not wait for the warm-up
     assert answers[b"2"] >= 1.0  # time_settings did
     (_, logged, budget), = _moves(logs)
-    # absolute 60 s: about 2.4 s for the first move, 1 s of it spent waiting
-    assert 2.0 < budget < 3.0 and 1.0 <= logged < budget + 0.15, logs
+    # absolute 60 s: about 2.4 s for the first move, 1 s of it spent waiting;
+    # wait + budget would be 3.4 s (CI once logged 0.18 s over the budget)
+    assert 2.0 < budget < 3.0 and 1.0 <= logged < budget + 0.3, logs
     assert answers[b"3"] < budget + 0.3, answers
     assert eng._clocks[protocol.BLACK].main <= 60.0 - logged + 0.01
 

@@ -113,9 +113,9 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import board, sgf
+from alphalite.runtime.kernels import njit
 
 from alphalite.nn import features
 from alphalite.runtime import files, process_pool

@@ -38,10 +38,10 @@ import time
 from typing import Callable
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import board, patterns
 from alphalite.go.board import M_SIZE
+from alphalite.runtime.kernels import njit
 
 
 # ---------------------------------------------------------------- ownership

@@ -24,11 +24,12 @@ import functools
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from alphalite.go import coords
+from alphalite.runtime.kernels import njit
 
 EMPTY, BLACK, WHITE, WALL = 0, 1, -1, 2
 

@@ -31,11 +31,11 @@ pattern's 8 symmetric images, so rollouts look raw codes up directly.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from alphalite.go.board import (
     EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
     M_TOPLAY, M_LAST, WALL, borrow, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
+from alphalite.runtime.kernels import njit
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
 TYPE_SHIFT = 56

@@ -43,9 +43,9 @@ import math
 import re
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import board, coords
+from alphalite.runtime.kernels import njit
 
 class SgfError(ValueError):
     """A record that cannot be read; the message is one line."""

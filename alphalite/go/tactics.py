@@ -17,7 +17,6 @@ passes ``LADDER_DEPTH`` ataris counts as an escape, the cautious side.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from alphalite.go.board import (
     EMPTY,
@@ -37,6 +36,7 @@ from alphalite.go.board import (
     play_flat,
     zobrist_index,
 )
+from alphalite.runtime.kernels import njit
 
 LADDER_DEPTH = 100  # chaser ataris; a 19x19 corner-to-corner ladder needs about 36
 

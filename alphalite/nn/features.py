@@ -79,7 +79,6 @@ import functools
 import math
 
 import numpy as np
-from numba import njit
 
 from alphalite.go.board import (
     BLACK,
@@ -101,6 +100,7 @@ from alphalite.go.board import (
     maybe_seen,
 )
 from alphalite.go.tactics import clone, move_facts, sensible
+from alphalite.runtime.kernels import njit
 
 THESIS3, CLARK7, BOOK11, DEFAULT, ALPHAGO48, ALPHAGO40 = 0, 1, 2, 3, 4, 5
 PRESETS: dict[str, int] = {"thesis3": THESIS3, "clark7": CLARK7, "book11": BOOK11, "default": DEFAULT,

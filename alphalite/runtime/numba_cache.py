@@ -13,8 +13,9 @@ broader than needed, but it stays right when a new call across files
 appears. Other code's kernels are left to Numba. A user's
 ``NUMBA_CACHE_LOCATOR_CLASSES`` replaces the whole list, ours included.
 
-Installed by ``alphalite.runtime.setup()``, which the entry points call
-before the first kernel."""
+Installed by ``alphalite.runtime.kernels``, whose ``njit`` every kernel
+module uses, before its first kernel is decorated (and by
+``alphalite.runtime.setup()``)."""
 
 from __future__ import annotations
 

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from numba import njit
 
 from alphalite.go import board, patterns as pt
+from alphalite.runtime.kernels import njit
 
 
 
