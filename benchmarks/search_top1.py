@@ -18,6 +18,7 @@ Prints one JSON line. Each position gets a fresh search (no tree reuse).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -33,6 +34,8 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
 from alphalite.data import dataset  # noqa: E402
 from alphalite.engine import players  # noqa: E402
 from alphalite.go import board  # noqa: E402
+from alphalite import runtime  # noqa: E402
+from alphalite.runtime import config  # noqa: E402
 from search.params import SearchParams  # noqa: E402
 from search.rollout import PatternPolicy  # noqa: E402
 
@@ -72,14 +75,14 @@ def main(argv=None) -> int:
     ap.add_argument("--value-checkpoint", default=None, help="value net beside it (none: rollouts alone)")
     ap.add_argument("--positions", type=int, default=240)
     ap.add_argument("--seconds", type=float, default=0.75, help="search time a position")
-    ap.add_argument("--c-puct", type=float, default=SearchParams.c_puct)
-    ap.add_argument("--fpu-reduction", type=float, default=SearchParams.fpu_reduction)
-    ap.add_argument("--lambda", dest="lam", type=float, default=SearchParams.lam)
     ap.add_argument("--seed", type=int, default=1)
+    config.add_arguments(ap.add_argument_group("search (as alphalite gtp's flags)"), SearchParams)
     args = ap.parse_args(argv)
+    runtime.setup()
 
     net = players.load_net(args.checkpoint, args.value_checkpoint)
-    sp = SearchParams(c_puct=args.c_puct, fpu_reduction=args.fpu_reduction, lam=args.lam if net.has_value else 0.0)
+    sp = config.from_args(SearchParams, args)
+    sp = sp if net.has_value else dataclasses.replace(sp, lam=0.0)
     player = players.ApvPlayer(net, PatternPolicy.load("tree19"), PatternPolicy.load("rollout19"), sp)
     todo = positions(args.data, args.positions, net.size, args.seed)
     player.run(board.new_game(net.size), max_seconds=1.0)  # warm-up
@@ -98,8 +101,7 @@ def main(argv=None) -> int:
         agree += search_move == policy_move
     n = max(len(todo), 1)
     print(json.dumps({"benchmark": "search_top1", "cpu": cpu_name(), "checkpoint": args.checkpoint,
-                      "value_checkpoint": args.value_checkpoint, "c_puct": sp.c_puct,
-                      "fpu_reduction": sp.fpu_reduction, "lambda": sp.lam, "seconds": args.seconds,
+                      "value_checkpoint": args.value_checkpoint, "search": config.to_dict(sp), "seconds": args.seconds,
                       "positions": len(todo), "search_top1": round(search_hits / n, 4),
                       "policy_top1": round(policy_hits / n, 4), "agree": round(agree / n, 4),
                       "stderr": round((0.25 / n) ** 0.5, 4), "mean_rollouts": int(np.mean(rollouts or [0])),
