@@ -171,7 +171,6 @@ class ApvSearch:
         c = np.zeros(K.N_CFG, np.float64)
         c[K.C_PUCT], c[K.C_FPU], c[K.C_ROOT_FPU], c[K.C_LAM] = sp.c_puct, sp.fpu_reduction, sp.root_fpu, sp.lam
         c[K.C_VL] = sp.virtual_loss
-        c[K.C_SCORE_W], c[K.C_SCORE_SCALE] = sp.score_weight, sp.score_scale_for(self.size)
         c[K.C_KOMI], c[K.C_MAX_MOVES], c[K.C_MAX_DEPTH], c[K.C_PRESET] = komi, self.max_moves, MAX_DEPTH, \
             self.preset_id
         return c

@@ -28,7 +28,7 @@ import numpy as np
 
 from alphalite.go import patterns
 from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, board_at, copy_board, legal_mask, owners_into,
-                                play_flat, area)
+                                play_flat, result_for)
 from alphalite.nn.features import encode_into
 from alphalite.runtime.kernels import njit
 from search.tree import subtree_nodes
@@ -36,8 +36,8 @@ from search.tree import subtree_nodes
 NET_NONE, NET_QUEUED, NET_DONE = 0, 1, 2
 
 # cfg slots (float64 array, so the kernels' signatures stay short)
-C_PUCT, C_FPU, C_ROOT_FPU, C_LAM, C_KOMI, C_MAX_MOVES, C_MAX_DEPTH, C_PRESET, C_VL, C_SCORE_W, C_SCORE_SCALE = range(11)
-N_CFG = 11
+C_PUCT, C_FPU, C_ROOT_FPU, C_LAM, C_KOMI, C_MAX_MOVES, C_MAX_DEPTH, C_PRESET, C_VL = range(9)
+N_CFG = 9
 
 
 class ApvTree(NamedTuple):
@@ -268,21 +268,6 @@ def _backup(t, node, z, rollout, vl):
 LEAF_ROLLOUT, LEAF_TERMINAL = 0, 1
 
 
-@njit(cache=True, inline="always")
-def leaf_result(margin, stone, cfg):
-    """A finished board's value for ``stone`` (black +1) from its area
-    ``margin`` (black minus white minus komi): the result, +1/-1/0, mixed
-    with tanh(margin / scale) in the share ``cfg[C_SCORE_W]`` (KataGo's
-    score utility: a rollout that loses by 2 and one that loses by 40 are
-    not the same news)."""
-    m = margin * stone
-    r = 1.0 if m > 0 else (-1.0 if m < 0 else 0.0)
-    w = cfg[C_SCORE_W]
-    if w > 0.0:
-        r = (1.0 - w) * r + w * math.tanh(m / cfg[C_SCORE_SCALE])
-    return r
-
-
 @njit(cache=True)
 def _descend(t, root, S, pol, q, cfg, prior_buf):
     """One descent with virtual loss (one rollout's worth on every edge
@@ -297,8 +282,7 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
     depth = 0
     while True:
         if t.terminal[node]:
-            black, white = area(S)
-            return node, LEAF_TERMINAL, leaf_result(black - white - cfg[C_KOMI], t.to_play[node], cfg)
+            return node, LEAF_TERMINAL, result_for(S, cfg[C_KOMI], t.to_play[node])
         if t.net_state[node] == NET_NONE and q.count[0] < qcap:
             k = q.count[0]
             encode_into(S, int(cfg[C_PRESET]), q.planes[k])
@@ -368,12 +352,12 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
             S = board_at(scr, k)
             me = S.meta[M_TOPLAY]
             patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
+            leaf_value[k] = result_for(S, komi, me)
             owners_into(S, own_buf)
             margin = -komi
             for i in range(own_buf.shape[0]):
                 own[i] += own_buf[i]
                 margin += own_buf[i]
-            leaf_value[k] = leaf_result(margin, me, cfg)
             margins[0] += margin
             margins[1] += margin * margin
     return played

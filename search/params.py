@@ -33,10 +33,6 @@ class SearchParams:
                                       "rest play greedily; 0: every move")
     lam: float = field(0.5, "leaf value = lambda * value net + (1 - lambda) * rollout (with a value net)",
                        flag="--lambda")
-    score_weight: float = field(0.0, "apv: share of a rollout's (or finished game's) value given to its score, "
-                                     "tanh(margin / --score-scale), beside win or loss; 0: the result alone")
-    score_scale: float = field(0.0, "apv: points of margin that make tanh's 0.76 in that score term; "
-                                    "0: half the board's width")
 
     def __post_init__(self):
         """ValueError naming the flag of a value no search can use."""
@@ -54,16 +50,10 @@ class SearchParams:
                  "in [0, 1]"),
                 ("temperature", finite(self.temperature) and self.temperature >= 0, ">= 0"),
                 ("temperature_moves", self.temperature_moves >= 0, ">= 0"),
-                ("lam", finite(self.lam) and 0 <= self.lam <= 1, "in [0, 1]"),
-                ("score_weight", finite(self.score_weight) and 0 <= self.score_weight <= 1, "in [0, 1]"),
-                ("score_scale", finite(self.score_scale) and self.score_scale >= 0, ">= 0 (0: half the width)")):
+                ("lam", finite(self.lam) and 0 <= self.lam <= 1, "in [0, 1]")):
             if not ok:
                 f = next(f for f in dataclasses.fields(self) if f.name == name)
                 raise ValueError(f"{flag_of(f)} must be {want}, got {getattr(self, name)!r}")
-
-    def score_scale_for(self, size: int) -> float:
-        """``score_scale``, or half the width of a ``size`` board when 0."""
-        return self.score_scale if self.score_scale > 0 else size / 2.0
 
     @property
     def root_fpu(self) -> float:

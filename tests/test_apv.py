@@ -85,23 +85,6 @@ def test_virtual_loss_reaches_the_kernels(policies):
     assert s.cfg(7.0)[K.C_VL] == 2.5 and s.cfg(7.0)[K.C_KOMI] == 7.0
 
 
-def test_score_weight_grades_a_finished_board(policies):
-    """A rollout's value is its result, and with --score-weight w that much
-    of it is tanh(margin / scale) from the player's view."""
-    s = make(flat_net(), policies, 9, synchronous=True)
-    cfg = s.cfg(7.0)
-    assert cfg[K.C_SCORE_W] == 0.0 and cfg[K.C_SCORE_SCALE] == 4.5  # half the width
-    assert K.leaf_result(3.0, 1, cfg) == 1.0 and K.leaf_result(3.0, -1, cfg) == -1.0
-    assert K.leaf_result(0.0, 1, cfg) == 0.0 and K.leaf_result(-40.0, 1, cfg) == -1.0
-    s = make(flat_net(), policies, 9, synchronous=True, search_params=SearchParams(score_weight=0.5, score_scale=10))
-    cfg = s.cfg(7.0)
-    near, far = K.leaf_result(-2.0, 1, cfg), K.leaf_result(-40.0, 1, cfg)
-    assert near == pytest.approx(-0.5 + 0.5 * np.tanh(-0.2)) and -1.0 < far < near
-    assert K.leaf_result(2.0, -1, cfg) == near  # White's view of Black by 2
-    with pytest.raises(ValueError, match="--score-weight"):
-        SearchParams(score_weight=1.5)
-
-
 def test_lambda_zero_keeps_network_values_out(policies):
     s = make(flat_net(value=1.0), policies, 9, synchronous=True, search_params=SearchParams(lam=0.0))
     out = s.run(board.new_game(9, 7.0), max_sims=64)
