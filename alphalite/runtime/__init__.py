@@ -4,9 +4,10 @@ utilities every layer may use (typed configs, atomic files, worker pools).
 Importing alphalite, or any module of it, changes nothing in the process
 but Numba's cache stamps (below). ``setup()`` does, once: the entry points
 (the ``alphalite`` command, ``run_sl.py``, ``run_rl.py``, the benchmarks,
-the tests' conftest) call it before JAX or a Numba kernel starts. Code that imports our modules without
-calling it gets JAX's and glibc's defaults; Numba's cache stamps come with
-the first kernel module imported (``alphalite.runtime.kernels``)."""
+the tests' conftest) call it before JAX or a Numba kernel starts. Code
+that imports our modules without calling it gets JAX's and glibc's
+defaults; Numba's cache stamps come with the first kernel module imported
+(``alphalite.runtime.kernels``)."""
 
 from __future__ import annotations
 
