@@ -31,10 +31,10 @@ import numpy as np
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
+from alphalite import runtime  # noqa: E402
 from alphalite.data import dataset  # noqa: E402
 from alphalite.engine import players  # noqa: E402
 from alphalite.go import board  # noqa: E402
-from alphalite import runtime  # noqa: E402
 from alphalite.runtime import config  # noqa: E402
 from search.params import SearchParams  # noqa: E402
 from search.rollout import PatternPolicy  # noqa: E402
