@@ -111,6 +111,16 @@ def _eval_policy(args):
     return 0
 
 
+def _move_list(text: str) -> tuple[int, ...]:
+    try:
+        moves = tuple(int(m) for m in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma separated list of move numbers: {text!r}") from None
+    if not moves or min(moves) < 1:
+        raise argparse.ArgumentTypeError(f"move numbers start at 1: {text!r}")
+    return moves
+
+
 def _eval_value(args):
     from alphalite.train import value
 
@@ -300,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--gnugo-games", type=int, default=0,
                     help="also score this many test games with GNU Go's estimate_score, a reference "
                     "that reads life and death (about 1 s a position on 19x19; 0 = off)")
+    ev.add_argument("--moves", type=_move_list, default=(30, 80, 130, 180),
+                    help="move numbers to judge, comma separated (default: 30,80,130,180; "
+                    "on 9x9 e.g. 10,20,30,40)")
     ev.set_defaults(func=_eval_value)
 
     vd = sub.add_parser("value-data", help="value-net self-play data: SL policy to move U, one random "

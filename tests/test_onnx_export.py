@@ -39,6 +39,21 @@ def test_batch_statistics_are_folded_not_dropped():
     assert np.abs(plain - want).max() > 1e-2  # the statistics matter, so the check above means something
 
 
+def test_an_aux_value_net_exports_its_winner_head():
+    """The search calls a value net with ownership and score heads for the
+    winner only, so that is what its graph computes: the same v as JAX."""
+    model = nets.make_model("b2c16_aux_value", 9, 17)
+    variables = nets.init_variables(model, jax.random.key(3))
+    rng = np.random.default_rng(2)
+    x = (rng.random((4, 9, 9, 17)) < 0.3).astype(np.float32)
+    want = np.asarray(model.apply(variables, x, train=False))
+    sess = onnx_export.session(model, variables, threads=1)
+    assert [o.name for o in sess.get_outputs()] == ["out"]
+    got = sess.run(None, {"planes": x})[0]
+    assert got.shape == (4,) and np.abs(want).max() > 1e-3
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
 def test_other_nets_are_refused():
     model = nets.make_model("thesis", 9, 3)
     with pytest.raises(ValueError, match="ResNet"):

@@ -424,3 +424,13 @@ def test_eval_value_reports_ownership_accuracy_and_score_error(tmp_path, capsys)
     owned = b["ownership"][k] != 0
     hits = ((own[k] * tp > 0) == (b["ownership"][k] > 0))[owned].mean()
     assert net["ownership_accuracy_30"] == pytest.approx(hits)
+    # --moves: a 9x9 game is judged before move 80 (the paper's numbers are for 19x19)
+    assert cli.main(["eval-value", "--checkpoint", str(ck), str(tv), "--moves", "20,10"]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["snapshot_moves"] == [10, 20] and "acc_30" not in res["value_net"]
+    assert res["value_net"]["n_10"] == res["value_net"]["n_20"] == 2
+    assert res["positions"] == 4 and res["value_net"]["ownership_accuracy_10"] is not None
+    for bad in ("ten", "0,20"):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["eval-value", "--checkpoint", str(ck), str(tv), "--moves", bad])
+        assert e.value.code == 2 and "--moves" in capsys.readouterr().err

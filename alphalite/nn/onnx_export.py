@@ -10,7 +10,9 @@ ONNX's Conv takes), the input planes padded with zero planes (and zero stem
 weights) to a whole ``CHANNEL_BLOCK``, and the heads flatten in our channels-last order so the
 dense weights are used as they are. Outputs: policy logits ``[B, H*W+1]``,
 or the value ``[B]`` in [-1, 1], or both (``ResNetPolicyValue``: outputs
-``logits`` and ``value``). The batch dimension is free."""
+``logits`` and ``value``). A value net with ownership and score heads
+(``ResNetValueAux``) exports its winner head only: the value the search
+calls it for. The batch dimension is free."""
 
 from __future__ import annotations
 
@@ -105,7 +107,7 @@ def to_onnx(model, variables: dict):
 
     if isinstance(model, nets.ResNetPolicy):
         outs = [policy_head("out")]
-    elif isinstance(model, nets.ResNetValue):
+    elif isinstance(model, (nets.ResNetValue, nets.ResNetValueAux)):
         outs = [value_head("out")]
     else:
         outs = [policy_head("logits"), value_head("value")]
@@ -187,7 +189,7 @@ def fastest_runner(model, variables: dict, batch: int, rounds: int = 3):
 
 
 def exportable(model) -> bool:
-    return isinstance(model, (nets.ResNetPolicy, nets.ResNetValue, nets.ResNetPolicyValue))
+    return isinstance(model, (nets.ResNetPolicy, nets.ResNetValue, nets.ResNetPolicyValue, nets.ResNetValueAux))
 
 
 def policy_value_fn(policy_model, policy_variables: dict, value_model=None, value_variables: dict | None = None,

@@ -200,13 +200,14 @@ def load_value_net(checkpoint: str):
 
 def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split: str = "test",
                           influence_games: int = 0, seed: int = 0, progress: bool = False,
-                          gnugo_games: int = 0) -> dict:
+                          gnugo_games: int = 0, moves=SNAPSHOT_MOVES) -> dict:
     """The `alphalite eval-value` result (one JSON-able dict).
 
     SRC is a dataset folder (value net and influence model tested on its
     ``split``, the influence model trained on its train split) or SGF
     sources, built into a temporary dataset split 80/20 by game hash like
-    the paper (train / test)."""
+    the paper (train / test). ``moves``: the move numbers judged (the
+    paper's by default; a 9x9 game is over before move 80)."""
     import tempfile
 
     t0 = time.time()
@@ -224,11 +225,12 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
             except dataset.NoGamesKept as e:  # its log is in the temporary folder
                 raise dataset.DatasetError(f"{', '.join(srcs)}: {e.detail}") from None
             data, test_split = tmp, "test"
-        sel = {"decided_only": True, "move_numbers": SNAPSHOT_MOVES}
+        moves = tuple(sorted(int(m) for m in moves))
+        sel = {"decided_only": True, "move_numbers": moves}
         tests = list(dataset.iterate_eval(data, split=test_split, preset=preset, board_size=size,
                                           max_games=max_games, batch_size=256, **sel))
         if not tests:
-            raise dataset.DatasetError(f"no decided test games of size {size} reach move {SNAPSHOT_MOVES[0]} "
+            raise dataset.DatasetError(f"no decided test games of size {size} reach move {moves[0]} "
                                        f"in {', '.join(srcs)}")
         net, extra = metrics.WinnerStats(), metrics.OwnershipScoreStats()
         t_net = time.time()
@@ -236,13 +238,14 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
             update(net, extra if aux else None, predict(variables, b["planes"]), b)
         t_net = time.time() - t_net
         base = influence.train_and_evaluate(data, tests, board_size=size, max_games=influence_games,
-                                            seed=seed, progress=progress)
+                                            moves=moves, seed=seed, progress=progress)
         ref = (gnugo_reference(data, test_split, size, tests, games=gnugo_games, progress=progress)
                if gnugo_games else None)
     games = len(np.unique(np.concatenate([b["game"] for b in tests])))
     out = {"checkpoint": str(checkpoint), "model": info["model"], "board_size": size,
-           "test_games": games, "positions": net.n, "snapshot_moves": list(SNAPSHOT_MOVES),
-           "value_net": _summary(net.result()), "influence": {**_summary(base["stats"]), **base["train"]},
+           "test_games": games, "positions": net.n, "snapshot_moves": list(moves),
+           "value_net": _summary(net.result(), moves),
+           "influence": {**_summary(base["stats"], moves), **base["train"]},
            "paper_influence_accuracy": {str(k): v for k, v in PAPER_ACCURACY.items()},
            "value_net_positions_per_s": net.n / max(t_net, 1e-9), "seconds": time.time() - t0}
     # positions whose game has ownership and score targets (ended by count)
@@ -251,9 +254,9 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
         r = extra.result()
         out["value_net"].update(ownership_accuracy=r["ownership_accuracy"], score_mae=r["score_mae"],
                                 **{f"ownership_accuracy_{m}": r["by_move"].get(str(m), {}).get("ownership_accuracy")
-                                   for m in SNAPSHOT_MOVES},
+                                   for m in moves},
                                 **{f"score_mae_{m}": r["by_move"].get(str(m), {}).get("score_mae")
-                                   for m in SNAPSHOT_MOVES})
+                                   for m in moves})
     if ref is not None:
         out["gnugo_estimate"] = ref
     return out
@@ -316,22 +319,23 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
                 print(f"gnugo reference: {n + 1}/{len(ids)} games", flush=True)
     finally:
         gg.close()
-    res = {k: v for k, v in _summary(stats.result()).items() if not k.startswith("mse")}  # signs only
+    moves = sorted({m for w in want.values() for m in w})
+    res = {k: v for k, v in _summary(stats.result(), moves).items() if not k.startswith("mse")}  # signs only
     return {**res, "games": len(ids) - sum(skipped.values()), "skipped": skipped, "level": level,
             "seconds": time.time() - t0}
 
 
-def _summary(res: dict) -> dict:
+def _summary(res: dict, moves) -> dict:
     by = res["by_move"]
     return {"mse": res["mse"], "accuracy": res["accuracy"],
-            **{f"acc_{m}": by[str(m)]["accuracy"] if str(m) in by else None for m in SNAPSHOT_MOVES},
-            **{f"mse_{m}": by[str(m)]["mse"] if str(m) in by else None for m in SNAPSHOT_MOVES},
-            **{f"n_{m}": by[str(m)]["n"] if str(m) in by else 0 for m in SNAPSHOT_MOVES}}
+            **{f"acc_{m}": by[str(m)]["accuracy"] if str(m) in by else None for m in moves},
+            **{f"mse_{m}": by[str(m)]["mse"] if str(m) in by else None for m in moves},
+            **{f"n_{m}": by[str(m)]["n"] if str(m) in by else 0 for m in moves}}
 
 
 def cli_eval_value(args) -> int:
     res = eval_value_checkpoint(args.checkpoint, args.src, max_games=args.max_games, split=args.split,
                                 influence_games=args.influence_games, seed=args.seed,
-                                gnugo_games=args.gnugo_games)
+                                gnugo_games=args.gnugo_games, moves=args.moves)
     print(json.dumps(res, sort_keys=True), flush=True)
     return 0
