@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--plots", help="folder for the top-k and by-move-number plots")
     ev.set_defaults(func=_eval_policy)
 
-    ev = sub.add_parser("eval-value", help="winner prediction of a value net at moves 30/80/130/180, "
+    ev = sub.add_parser("eval-value", help="winner prediction of a value net at moves 30/80/130/180 (or --moves), "
                         "beside the NN-Influence baseline trained in the same run")
     ev.add_argument("--checkpoint", required=True, help="value net: exported model folder or run folder")
     ev.add_argument("src", nargs="+", help="a dataset folder (test split; the baseline trains on its "

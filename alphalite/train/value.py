@@ -239,7 +239,7 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
         t_net = time.time() - t_net
         base = influence.train_and_evaluate(data, tests, board_size=size, max_games=influence_games,
                                             moves=moves, seed=seed, progress=progress)
-        ref = (gnugo_reference(data, test_split, size, tests, games=gnugo_games, progress=progress)
+        ref = (gnugo_reference(data, test_split, size, tests, games=gnugo_games, moves=moves, progress=progress)
                if gnugo_games else None)
     games = len(np.unique(np.concatenate([b["game"] for b in tests])))
     out = {"checkpoint": str(checkpoint), "model": info["model"], "board_size": size,
@@ -263,7 +263,7 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
 
 
 def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: str | None = None,
-                    level: int = 10, progress: bool = False) -> dict:
+                    level: int = 10, moves=SNAPSHOT_MOVES, progress: bool = False) -> dict:
     """GNU Go's ``estimate_score`` as a winner predictor on the same snapshot
     positions as the value net, for the first ``games`` test games: a strong
     reference that reads life and death, which the net and the influence
@@ -293,18 +293,18 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
             if soff[g + 1] > soff[g]:
                 skipped["setup"] += 1
                 continue
-            moves, cols = allg["moves"][off[g]:off[g + 1]], allg["colors"][off[g]:off[g + 1]]
+            played, cols = allg["moves"][off[g]:off[g + 1]], allg["colors"][off[g]:off[g + 1]]
             found = {}
             try:
                 gg.send("clear_board")
                 gg.send(f"komi {float(allg['komi'][g])}")
-                for k in range(len(moves) + 1):
+                for k in range(len(played) + 1):
                     if k in want[g]:
                         est = gg.send("estimate_score").strip()
                         found[k] = 1.0 if est.startswith("B+") else (-1.0 if est.startswith("W+") else 0.0)
                         if len(found) == len(want[g]):
                             break
-                    gg.send(f"play {colour_word(int(cols[k]))} {coords.to_gtp(int(moves[k]), size)}")
+                    gg.send(f"play {colour_word(int(cols[k]))} {coords.to_gtp(int(played[k]), size)}")
             except GtpError:
                 skipped["refused"] += 1
                 continue
@@ -319,7 +319,6 @@ def gnugo_reference(data, split: str, size: int, tests, *, games: int, gnugo: st
                 print(f"gnugo reference: {n + 1}/{len(ids)} games", flush=True)
     finally:
         gg.close()
-    moves = sorted({m for w in want.values() for m in w})
     res = {k: v for k, v in _summary(stats.result(), moves).items() if not k.startswith("mse")}  # signs only
     return {**res, "games": len(ids) - sum(skipped.values()), "skipped": skipped, "level": level,
             "seconds": time.time() - t0}
