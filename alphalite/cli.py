@@ -310,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--gnugo-games", type=int, default=0,
                     help="also score this many test games with GNU Go's estimate_score, a reference "
                     "that reads life and death (about 1 s a position on 19x19; 0 = off)")
-    ev.add_argument("--moves", type=_move_list, default=(30, 80, 130, 180),
+    ev.add_argument("--moves", type=_move_list, default=None,
                     help="move numbers to judge, comma separated (default: 30,80,130,180; "
                     "on 9x9 e.g. 10,20,30,40)")
     ev.set_defaults(func=_eval_value)

@@ -335,6 +335,6 @@ def _summary(res: dict, moves) -> dict:
 def cli_eval_value(args) -> int:
     res = eval_value_checkpoint(args.checkpoint, args.src, max_games=args.max_games, split=args.split,
                                 influence_games=args.influence_games, seed=args.seed,
-                                gnugo_games=args.gnugo_games, moves=args.moves)
+                                gnugo_games=args.gnugo_games, moves=args.moves or SNAPSHOT_MOVES)
     print(json.dumps(res, sort_keys=True), flush=True)
     return 0
