@@ -180,6 +180,59 @@ def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarra
     return cand
 
 
+# A region of own territory is settled when the search gives each of its
+# points, and each stone around it, to the mover in at least 90% of its
+# rollouts (mean owner 0.8). Open 9x9 regions are Tromp-Taylor territory
+# long before they are safe: the filter turned the search's defence inside
+# one into a pass or a worse move in 17 of 40 games against GNU Go level 10.
+SETTLED = 0.8
+
+
+def unsettled_territory(state: board.GoState, ownership: np.ndarray, threshold: float = SETTLED) -> np.ndarray:
+    """bool [size*size]: the legal points of the mover's own Tromp-Taylor
+    territory, true eyes apart (what ``candidate_moves`` leaves out as
+    territory), in a region that ``ownership`` (mean final owner, black +1)
+    does not settle: some point of it, or some stone next to it, is the
+    mover's by less than ``threshold``."""
+    n = state.size
+    me = state.to_play
+    b = state.board_tuple
+    W = n + 2
+    color = b.color
+    mine = ownership.reshape(n, n) * me
+    legal = board.legal_moves(state)
+    out = np.zeros(n * n, np.bool_)
+    seen = np.zeros((n, n), np.bool_)
+    for r0 in range(n):
+        for c0 in range(n):
+            if seen[r0, c0] or color[(r0 + 1) * W + c0 + 1] != board.EMPTY:
+                continue
+            region, border, reach, stack = [], set(), set(), [(r0, c0)]
+            seen[r0, c0] = True
+            while stack:
+                r, c = stack.pop()
+                region.append((r, c))
+                for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                    if not (0 <= rr < n and 0 <= cc < n):
+                        continue
+                    v = color[(rr + 1) * W + cc + 1]
+                    if v == board.EMPTY:
+                        if not seen[rr, cc]:
+                            seen[rr, cc] = True
+                            stack.append((rr, cc))
+                    else:
+                        reach.add(int(v))
+                        border.add((rr, cc))
+            if reach != {me}:
+                continue
+            if min(mine[p] for p in region + sorted(border)) >= threshold:
+                continue
+            for r, c in region:
+                if legal[r * n + c] and not board.is_eye(color, (r + 1) * W + c + 1, me, W):
+                    out[r * n + c] = True
+    return out
+
+
 def last_was_pass(state: board.GoState) -> bool:
     lm = state.last_moves
     return bool(lm) and lm[0] == state.size * state.size and state.passes >= 1
@@ -492,16 +545,20 @@ class MctsPlayer:
 
 
 def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: np.ndarray,
-           temperature: float = 0.0, rng=None) -> tuple[int, str]:
+           temperature: float = 0.0, rng=None, ownership: np.ndarray | None = None) -> tuple[int, str]:
     """A search's move checked against the candidate rule: no pass in the
     opening, no move that fills own territory (instead ``choose_move``
     among the allowed moves: by visits, else by prior, never a pass then).
+    With the search's ``ownership`` (black +1), own territory that it does
+    not settle (``unsettled_territory``) is open to the search's move.
     Returns (move, note)."""
     from search.tree import choose_move
 
     n2 = state.size * state.size
     note = ""
     allowed = candidates.copy()
+    if ownership is not None and not allowed[move]:
+        allowed[:n2] |= unsettled_territory(state, ownership)
     allowed[n2] = True  # the search may pass ...
     if move == n2 and candidates[:-1].any() and state.move_number < n2 // 3:
         allowed[n2] = False  # ... but not in the opening
@@ -633,7 +690,8 @@ class ApvPlayer:
             from search.tree import choose_move
 
             move = choose_move(visits, view.children_prior[0], view.children_legal[0], temperature, rng)
-        move, note = settle(state, move, visits, view.children_prior[0], candidates, temperature, rng)
+        move, note = settle(state, move, visits, view.children_prior[0], candidates, temperature, rng,
+                            ownership=self.last.ownership)
         return Decision(move, winrate=0.5 * (self.last.root_value + 1.0), visits=int(visits.sum()),
                         analysis=view.root_analysis(), note=note)
 
