@@ -182,3 +182,81 @@ def test_resign_policy_with_fake_values():
     assert not any(rp.observe(0.0, move_number=80, board_points=points, color=1) for _ in range(10))
     rp = ResignPolicy()
     assert not any(rp.observe(None, move_number=80, board_points=points, color=1) for _ in range(10))
+
+
+# White's side of the split, with a true eye at F2: F7-G4 is white
+# Tromp-Taylor territory, open to the search only while it is unsettled.
+EYE = """
+    . . . X O . .
+    . . . X O . .
+    . . . X O . .
+    . . . X O . .
+    . . . X O O O
+    . . . X O . O
+    . . . X O O O
+"""
+
+
+def test_own_territory_opens_only_where_the_search_has_not_settled_it():
+    st = board.parse_diagram(EYE, komi=0.5, to_play=WHITE)
+    region = [coords.from_gtp(p, 7) for p in ("F7", "G7", "F6", "G6", "F5", "G5", "F4", "G4")]
+    white_owns = -np.ones(49)
+    assert not players.unsettled_territory(st, white_owns).any()
+    shaky = white_owns.copy()
+    shaky[coords.from_gtp("G7", 7)] = -0.5  # one point of the region
+    assert sorted(np.flatnonzero(players.unsettled_territory(st, shaky))) == sorted(region)
+    wall = white_owns.copy()
+    wall[coords.from_gtp("E6", 7)] = -0.6  # a stone next to it
+    assert sorted(np.flatnonzero(players.unsettled_territory(st, wall))) == sorted(region)
+    # the true eye F2 stays closed however shaky; for Black, its own side opens
+    everything = np.zeros(49)
+    assert coords.from_gtp("F2", 7) not in np.flatnonzero(players.unsettled_territory(st, everything))
+    black_side = [r * 7 + c for r in range(7) for c in range(3)]
+    assert list(np.flatnonzero(players.unsettled_territory(board.with_to_play(st, BLACK), everything))) == black_side
+
+
+def test_settle_keeps_the_search_move_in_unsettled_territory():
+    st = board.parse_diagram(EYE, komi=0.5, to_play=WHITE)
+    cand = players.candidate_moves(st)
+    f6, a1 = coords.from_gtp("F6", 7), coords.from_gtp("A1", 7)
+    assert not cand[f6] and cand[a1]
+    visits = np.zeros(50)
+    visits[f6], visits[a1] = 90, 10
+    prior = np.full(50, 1 / 50)
+    settled = -np.ones(49)
+    assert players.settle(st, f6, visits, prior, cand, ownership=settled) == (a1, "search move fills own territory")
+    assert players.settle(st, f6, visits, prior, cand) == (a1, "search move fills own territory")
+    open_ = settled.copy()
+    open_[coords.from_gtp("G5", 7)] = 0.0
+    assert players.settle(st, f6, visits, prior, cand, ownership=open_) == (f6, "")
+
+
+# Black's side with a hole at B5 that White could only fill in self-atari.
+HOLE = """
+    . . . X O . .
+    . X . X O . .
+    X . X X O . .
+    . . . X O . .
+    . . . X O . .
+    . . . X O . .
+    . . . X O . .
+"""
+
+
+def test_no_search_pass_while_a_move_can_still_matter():
+    st = board.parse_diagram(HOLE, komi=0.5, to_play=WHITE)
+    cand = players.candidate_moves(st)
+    a7, b5 = coords.from_gtp("A7", 7), coords.from_gtp("B5", 7)
+    settled = np.where(np.arange(49) % 7 < 4, 1.0, -1.0)  # black left, white right
+    assert not players.open_points(st, settled, cand).any()
+    shaky = settled.copy()
+    shaky[[a7, b5]] = 0.0
+    assert list(np.flatnonzero(players.open_points(st, shaky, cand))) == [a7]  # B5: self-atari
+    visits = np.zeros(50)
+    visits[PASS], visits[a7] = 100, 5
+    prior = np.full(50, 1 / 50)
+    b = st.copy_tuple()
+    b.meta[board.M_MOVES] = 30  # past the opening, where passes are the search's
+    late = board.GoState(st.size, st.komi, st.superko, st.suicide, b)
+    assert players.settle(late, PASS, visits, prior, cand, ownership=settled) == (PASS, "")
+    assert players.settle(late, PASS, visits, prior, cand, ownership=shaky) == (a7, "unsettled points left: no pass")

@@ -233,6 +233,21 @@ def unsettled_territory(state: board.GoState, ownership: np.ndarray, threshold: 
     return out
 
 
+def open_points(state: board.GoState, ownership: np.ndarray, candidates: np.ndarray,
+                threshold: float = SETTLED) -> np.ndarray:
+    """bool [size*size]: the ``candidates`` where a move can still matter by
+    ``ownership`` (black +1): not the opponent's by ``threshold`` or more,
+    and not a self-atari (in a seki that would give the group away)."""
+    n2 = state.size * state.size
+    b = state.board_tuple
+    W = state.size + 2
+    out = candidates[:n2] & (ownership * state.to_play > -threshold)
+    for m in np.flatnonzero(out):
+        r, c = divmod(int(m), state.size)
+        out[m] = not board.is_self_atari(b, (r + 1) * W + c + 1, state.to_play, False)
+    return out
+
+
 def last_was_pass(state: board.GoState) -> bool:
     lm = state.last_moves
     return bool(lm) and lm[0] == state.size * state.size and state.passes >= 1
@@ -550,7 +565,10 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
     opening, no move that fills own territory (instead ``choose_move``
     among the allowed moves: by visits, else by prior, never a pass then).
     With the search's ``ownership`` (black +1), own territory that it does
-    not settle (``unsettled_territory``) is open to the search's move.
+    not settle (``unsettled_territory``) is open to the search's move, and
+    the search's pass gives way to its most visited ``open_points`` move
+    while there is one: a pass is a free move for the opponent while any
+    point is unsettled (under area scoring a filled dame is a point, too).
     Returns (move, note)."""
     from search.tree import choose_move
 
@@ -563,6 +581,11 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
     if move == n2 and candidates[:-1].any() and state.move_number < n2 // 3:
         allowed[n2] = False  # ... but not in the opening
         note = "no pass in the opening"
+    elif move == n2 and ownership is not None:
+        unsettled = open_points(state, ownership, candidates)
+        if unsettled.any():  # ... nor while a move can still matter
+            allowed = np.append(unsettled, False)
+            note = "unsettled points left: no pass"
     if not allowed[move]:
         if not (visits > 0)[allowed].any():  # by prior: among the candidates, never a pass
             allowed = candidates
