@@ -224,8 +224,8 @@ def test_settle_keeps_the_search_move_in_unsettled_territory():
     visits[f6], visits[a1] = 90, 10
     prior = np.full(50, 1 / 50)
     settled = -np.ones(49)
-    assert players.settle(st, f6, visits, prior, cand, ownership=settled) == (a1, "search move fills own territory")
-    assert players.settle(st, f6, visits, prior, cand) == (a1, "search move fills own territory")
+    assert players.settle(st, f6, visits, prior, cand, ownership=settled) == (a1, "search move F6 fills own territory")
+    assert players.settle(st, f6, visits, prior, cand) == (a1, "search move F6 fills own territory")
     open_ = settled.copy()
     open_[coords.from_gtp("G5", 7)] = 0.0
     assert players.settle(st, f6, visits, prior, cand, ownership=open_) == (f6, "")
@@ -260,3 +260,19 @@ def test_no_search_pass_while_a_move_can_still_matter():
     late = board.GoState(st.size, st.komi, st.superko, st.suicide, b)
     assert players.settle(late, PASS, visits, prior, cand, ownership=settled) == (PASS, "")
     assert players.settle(late, PASS, visits, prior, cand, ownership=shaky) == (a7, "unsettled points left: no pass")
+
+
+def test_a_pass_put_in_for_a_territory_move_gives_way_to_unsettled_points():
+    st = board.parse_diagram(HOLE, komi=0.5, to_play=WHITE)
+    b = st.copy_tuple()
+    b.meta[board.M_MOVES] = 30
+    late = board.GoState(st.size, st.komi, st.superko, st.suicide, b)
+    cand = players.candidate_moves(late)
+    f6, a7 = coords.from_gtp("F6", 7), coords.from_gtp("A7", 7)
+    visits = np.zeros(50)
+    visits[f6], visits[PASS], visits[a7] = 200, 100, 5  # F6: settled own territory
+    prior = np.full(50, 1 / 50)
+    shaky = np.where(np.arange(49) % 7 < 4, 1.0, -1.0)
+    shaky[a7] = 0.0
+    assert players.settle(late, f6, visits, prior, cand, ownership=shaky) == (
+        a7, "unsettled points left: no pass (search move F6 fills own territory)")

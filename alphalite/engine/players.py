@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-from alphalite.go import board, patterns
+from alphalite.go import board, coords, patterns
 from alphalite.go.board import M_SIZE
 from alphalite.runtime.kernels import njit
 
@@ -578,20 +578,22 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
     if ownership is not None and not allowed[move]:
         allowed[:n2] |= unsettled_territory(state, ownership)
     allowed[n2] = True  # the search may pass ...
-    if move == n2 and candidates[:-1].any() and state.move_number < n2 // 3:
+    opening = candidates[:-1].any() and state.move_number < n2 // 3
+    if move == n2 and opening:
         allowed[n2] = False  # ... but not in the opening
         note = "no pass in the opening"
-    elif move == n2 and ownership is not None:
-        unsettled = open_points(state, ownership, candidates)
-        if unsettled.any():  # ... nor while a move can still matter
-            allowed = np.append(unsettled, False)
-            note = "unsettled points left: no pass"
     if not allowed[move]:
         if not (visits > 0)[allowed].any():  # by prior: among the candidates, never a pass
             allowed = candidates
+        wanted = move
         move = choose_move(visits, prior, allowed, temperature, rng)
         move = n2 if move < 0 else move
-        note = note or "search move fills own territory"
+        note = note or f"search move {coords.to_gtp(wanted, state.size)} fills own territory"
+    if move == n2 and not opening and ownership is not None:
+        unsettled = open_points(state, ownership, candidates)
+        if unsettled.any():  # ... nor while a move can still matter
+            move = choose_move(visits, prior, np.append(unsettled, False), temperature, rng)
+            note = "unsettled points left: no pass" + (f" ({note})" if note else "")
     return move, note
 
 
