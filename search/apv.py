@@ -417,6 +417,12 @@ class ApvView:
     def value(self, node: int = 0) -> float:
         return float(K.node_q(self.tree, node, self.lam))
 
+    def root_q(self) -> np.ndarray:
+        """float64 [A]: each root move's mixed Q from the mover's view, NaN
+        where it has no rollout."""
+        nr = self.tree.children_nr[0]
+        return np.array([K.edge_q(self.tree, 0, a, self.lam) if nr[a] > 0 else np.nan for a in range(nr.shape[0])])
+
     def root_analysis(self, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
         return root_analysis(self.tree, self.lam, min_visits, pv_len)
 

@@ -276,3 +276,20 @@ def test_a_pass_put_in_for_a_territory_move_gives_way_to_unsettled_points():
     shaky[a7] = 0.0
     assert players.settle(late, f6, visits, prior, cand, ownership=shaky) == (
         a7, "unsettled points left: no pass (search move F6 fills own territory)")
+
+
+def test_a_territory_move_that_matters_by_q_stands():
+    st = board.parse_diagram(EYE, komi=0.5, to_play=WHITE)
+    cand = players.candidate_moves(st)
+    f6, a1, f2 = coords.from_gtp("F6", 7), coords.from_gtp("A1", 7), coords.from_gtp("F2", 7)
+    visits = np.zeros(50)
+    visits[f6], visits[a1], visits[f2] = 90, 10, 95
+    prior = np.full(50, 1 / 50)
+    settled = -np.ones(49)
+    q = np.full(50, np.nan)
+    q[f6], q[a1], q[f2] = 0.30, 0.20, 0.9
+    assert players.settle(st, f6, visits, prior, cand, ownership=settled, q=q) == (f6, "own territory, by Q +0.100 over A1")
+    q[f6] = 0.22  # within MATTERS of the move put in: the filter stands
+    assert players.settle(st, f6, visits, prior, cand, ownership=settled, q=q) == (a1, "search move F6 fills own territory")
+    # a true eye is never filled, whatever its Q
+    assert players.settle(st, f2, visits, prior, cand, ownership=settled, q=q) == (a1, "search move F2 fills own territory")

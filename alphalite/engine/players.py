@@ -186,6 +186,14 @@ def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarra
 # long before they are safe: the filter turned the search's defence inside
 # one into a pass or a worse move in 17 of 40 games against GNU Go level 10.
 SETTLED = 0.8
+# A search's move inside settled own territory still stands when its Q beats
+# the move put in for it by this much (2 winrate points at 0.04): the filter
+# is for moves that change nothing, and a move that fills one's own area
+# costs nothing under area scoring. Rollouts misjudge cutting points and
+# eye shape, so a region "settled" by them can still need the move: in 40
+# games the search insisted, at winrates 0.2-0.8, on moves the filter
+# turned into passes or throw-ins, and lost or drew most of those games.
+MATTERS = 0.04
 
 
 def unsettled_territory(state: board.GoState, ownership: np.ndarray, threshold: float = SETTLED) -> np.ndarray:
@@ -560,7 +568,8 @@ class MctsPlayer:
 
 
 def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: np.ndarray,
-           temperature: float = 0.0, rng=None, ownership: np.ndarray | None = None) -> tuple[int, str]:
+           temperature: float = 0.0, rng=None, ownership: np.ndarray | None = None,
+           q: np.ndarray | None = None) -> tuple[int, str]:
     """A search's move checked against the candidate rule: no pass in the
     opening, no move that fills own territory (instead ``choose_move``
     among the allowed moves: by visits, else by prior, never a pass then).
@@ -569,7 +578,9 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
     the search's pass gives way to its most visited ``open_points`` move
     while there is one: a pass is a free move for the opponent while any
     point is unsettled (under area scoring a filled dame is a point, too).
-    Returns (move, note)."""
+    With the root moves' ``q`` as well, a move in settled own territory
+    (never a true eye) stands when its Q beats the move that would replace
+    it by ``MATTERS``. Returns (move, note)."""
     from search.tree import choose_move
 
     n2 = state.size * state.size
@@ -588,6 +599,10 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
         wanted = move
         move = choose_move(visits, prior, allowed, temperature, rng)
         move = n2 if move < 0 else move
+        if q is not None and ownership is not None and wanted < n2 and move != wanted:
+            gain = np.inf if np.isnan(q[move]) else q[wanted] - q[move]  # nothing else searched
+            if gain > MATTERS and unsettled_territory(state, ownership, threshold=np.inf)[wanted]:
+                return wanted, f"own territory, by Q {gain:+.3f} over {coords.to_gtp(move, state.size)}"
         note = note or f"search move {coords.to_gtp(wanted, state.size)} fills own territory"
     if move == n2 and not opening and ownership is not None:
         unsettled = open_points(state, ownership, candidates)
@@ -716,7 +731,7 @@ class ApvPlayer:
 
             move = choose_move(visits, view.children_prior[0], view.children_legal[0], temperature, rng)
         move, note = settle(state, move, visits, view.children_prior[0], candidates, temperature, rng,
-                            ownership=self.last.ownership)
+                            ownership=self.last.ownership, q=view.root_q())
         return Decision(move, winrate=0.5 * (self.last.root_value + 1.0), visits=int(visits.sum()),
                         analysis=view.root_analysis(), note=note)
 
