@@ -293,3 +293,24 @@ def test_a_territory_move_that_matters_by_q_stands():
     assert players.settle(st, f6, visits, prior, cand, ownership=settled, q=q) == (a1, "search move F6 fills own territory")
     # a true eye is never filled, whatever its Q
     assert players.settle(st, f2, visits, prior, cand, ownership=settled, q=q) == (a1, "search move F2 fills own territory")
+
+
+def test_a_pass_the_search_prefers_by_q_stands():
+    st = board.parse_diagram(HOLE, komi=0.5, to_play=WHITE)
+    b = st.copy_tuple()
+    b.meta[board.M_MOVES] = 30
+    late = board.GoState(st.size, st.komi, st.superko, st.suicide, b)
+    cand = players.candidate_moves(late)
+    a7 = coords.from_gtp("A7", 7)
+    visits = np.zeros(50)
+    visits[PASS], visits[a7] = 100, 5
+    prior = np.full(50, 1 / 50)
+    shaky = np.where(np.arange(49) % 7 < 4, 1.0, -1.0)
+    shaky[a7] = 0.0
+    q = np.full(50, np.nan)
+    q[PASS], q[a7] = 0.5, 0.3  # A7 would cost the mover: the pass stands
+    assert players.settle(late, PASS, visits, prior, cand, ownership=shaky, q=q) == (PASS, "")
+    q[a7] = 0.48
+    assert players.settle(late, PASS, visits, prior, cand, ownership=shaky, q=q) == (a7, "unsettled points left: no pass")
+    q[a7] = np.nan  # never searched: the search's pass stands
+    assert players.settle(late, PASS, visits, prior, cand, ownership=shaky, q=q) == (PASS, "")
