@@ -243,6 +243,13 @@ HOLE = """
 """
 
 
+def _late(st):
+    """``st`` at move 30: past the opening, where passes are the search's."""
+    b = st.copy_tuple()
+    b.meta[board.M_MOVES] = 30
+    return board.GoState(st.size, st.komi, st.superko, st.suicide, b)
+
+
 def test_no_search_pass_while_a_move_can_still_matter():
     st = board.parse_diagram(HOLE, komi=0.5, to_play=WHITE)
     cand = players.candidate_moves(st)
@@ -255,18 +262,14 @@ def test_no_search_pass_while_a_move_can_still_matter():
     visits = np.zeros(50)
     visits[PASS], visits[a7] = 100, 5
     prior = np.full(50, 1 / 50)
-    b = st.copy_tuple()
-    b.meta[board.M_MOVES] = 30  # past the opening, where passes are the search's
-    late = board.GoState(st.size, st.komi, st.superko, st.suicide, b)
+    late = _late(st)
     assert players.settle(late, PASS, visits, prior, cand, ownership=settled) == (PASS, "")
     assert players.settle(late, PASS, visits, prior, cand, ownership=shaky) == (a7, "unsettled points left: no pass")
 
 
 def test_a_pass_put_in_for_a_territory_move_gives_way_to_unsettled_points():
     st = board.parse_diagram(HOLE, komi=0.5, to_play=WHITE)
-    b = st.copy_tuple()
-    b.meta[board.M_MOVES] = 30
-    late = board.GoState(st.size, st.komi, st.superko, st.suicide, b)
+    late = _late(st)
     cand = players.candidate_moves(late)
     f6, a7 = coords.from_gtp("F6", 7), coords.from_gtp("A7", 7)
     visits = np.zeros(50)
@@ -297,9 +300,7 @@ def test_a_territory_move_that_matters_by_q_stands():
 
 def test_a_pass_the_search_prefers_by_q_stands():
     st = board.parse_diagram(HOLE, komi=0.5, to_play=WHITE)
-    b = st.copy_tuple()
-    b.meta[board.M_MOVES] = 30
-    late = board.GoState(st.size, st.komi, st.superko, st.suicide, b)
+    late = _late(st)
     cand = players.candidate_moves(late)
     a7 = coords.from_gtp("A7", 7)
     visits = np.zeros(50)
