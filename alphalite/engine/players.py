@@ -196,6 +196,12 @@ SETTLED = 0.8
 MATTERS = 0.04
 
 
+def _own_eye(state: board.GoState, move: int) -> bool:
+    """Whether ``move`` is a true one-point eye of the player to move."""
+    return bool(board.is_eye(state.board_tuple.color, coords.to_padded(move, state.size), state.to_play,
+                             state.size + 2))
+
+
 def unsettled_territory(state: board.GoState, ownership: np.ndarray, threshold: float = SETTLED) -> np.ndarray:
     """bool [size*size]: the legal points of the mover's own Tromp-Taylor
     territory, true eyes apart (what ``candidate_moves`` leaves out as
@@ -203,41 +209,31 @@ def unsettled_territory(state: board.GoState, ownership: np.ndarray, threshold: 
     does not settle: some point of it, or some stone next to it, is the
     mover's by less than ``threshold``."""
     n = state.size
-    me = state.to_play
-    b = state.board_tuple
-    W = n + 2
-    color = b.color
-    mine = ownership.reshape(n, n) * me
+    mine = ownership * state.to_play
+    territory = (owners(state) == state.to_play) & (board.stones(state).ravel() == board.EMPTY)
     legal = board.legal_moves(state)
     out = np.zeros(n * n, np.bool_)
-    seen = np.zeros((n, n), np.bool_)
-    for r0 in range(n):
-        for c0 in range(n):
-            if seen[r0, c0] or color[(r0 + 1) * W + c0 + 1] != board.EMPTY:
-                continue
-            region, border, reach, stack = [], set(), set(), [(r0, c0)]
-            seen[r0, c0] = True
-            while stack:
-                r, c = stack.pop()
-                region.append((r, c))
-                for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
-                    if not (0 <= rr < n and 0 <= cc < n):
-                        continue
-                    v = color[(rr + 1) * W + cc + 1]
-                    if v == board.EMPTY:
-                        if not seen[rr, cc]:
-                            seen[rr, cc] = True
-                            stack.append((rr, cc))
-                    else:
-                        reach.add(int(v))
-                        border.add((rr, cc))
-            if reach != {me}:
-                continue
-            if min(mine[p] for p in region + sorted(border)) >= threshold:
-                continue
-            for r, c in region:
-                if legal[r * n + c] and not board.is_eye(color, (r + 1) * W + c + 1, me, W):
-                    out[r * n + c] = True
+    seen = np.zeros(n * n, np.bool_)
+    for start in np.flatnonzero(territory):  # group the territory into regions
+        if seen[start]:
+            continue
+        seen[start] = True
+        region, border, stack = [], set(), [int(start)]
+        while stack:
+            m = stack.pop()
+            region.append(m)
+            r, c = divmod(m, n)
+            for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                if 0 <= rr < n and 0 <= cc < n:
+                    k = rr * n + cc
+                    if not territory[k]:
+                        border.add(k)  # an own stone: the region reaches no other colour
+                    elif not seen[k]:
+                        seen[k] = True
+                        stack.append(k)
+        if min(mine[k] for k in (*region, *border)) < threshold:
+            for m in region:
+                out[m] = legal[m] and not _own_eye(state, m)
     return out
 
 
@@ -246,13 +242,10 @@ def open_points(state: board.GoState, ownership: np.ndarray, candidates: np.ndar
     """bool [size*size]: the ``candidates`` where a move can still matter by
     ``ownership`` (black +1): not the opponent's by ``threshold`` or more,
     and not a self-atari (in a seki that would give the group away)."""
-    n2 = state.size * state.size
-    b = state.board_tuple
-    W = state.size + 2
-    out = candidates[:n2] & (ownership * state.to_play > -threshold)
+    out = candidates[:-1] & (ownership * state.to_play > -threshold)
     for m in np.flatnonzero(out):
-        r, c = divmod(int(m), state.size)
-        out[m] = not board.is_self_atari(b, (r + 1) * W + c + 1, state.to_play, False)
+        out[m] = not board.is_self_atari(state.board_tuple, coords.to_padded(int(m), state.size), state.to_play,
+                                         False)
     return out
 
 
@@ -602,7 +595,8 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
         move = n2 if move < 0 else move
         if q is not None and ownership is not None and wanted < n2 and move != wanted:
             gain = np.inf if np.isnan(q[move]) else q[wanted] - q[move]  # nothing else searched
-            if gain > MATTERS and unsettled_territory(state, ownership, threshold=np.inf)[wanted]:
+            # a legal move outside the candidates is an own eye or own territory
+            if gain > MATTERS and not _own_eye(state, wanted):
                 return wanted, f"own territory, by Q {gain:+.3f} over {coords.to_gtp(move, state.size)}"
         note = note or f"search move {coords.to_gtp(wanted, state.size)} fills own territory"
     if move == n2 and not opening and ownership is not None:
