@@ -615,6 +615,14 @@ def test_time_settings_parsing():
     s = tc.TimeSettings(tc.CANADIAN, 60, 30, 10)
     assert tc.from_time_left(s, 25, 4) == tc.Clock(0.0, 25, 4, True)
     assert tc.from_time_left(s, 50, 0) == tc.Clock(main=50)
+    # no main time left: the next move is the first of a fresh period, so a
+    # game of 0/1/1 (what the arena sends first: time_left b 0 0) gets the
+    # same second for its first move as for the others
+    assert tc.from_time_left(s, 0, 0) == tc.Clock(0.0, 30, 10, True)
+    one = tc.from_gtp_time_settings(0, 1, 1)
+    first = tc.allocate(one, tc.from_time_left(one, 0, 0), 0, 81)
+    assert first == tc.allocate(one, tc.from_time_left(one, 1, 1), 10, 81) > 0.5
+    assert tc.from_time_left(tc.from_gtp_time_settings(300, 0, 0), 0, 0) == tc.Clock(main=0)
 
 
 @pytest.mark.parametrize("size,own_moves", [(9, 120), (19, 220)])

@@ -107,9 +107,13 @@ def _enter_overtime(settings: TimeSettings) -> Clock:
 
 
 def from_time_left(settings: TimeSettings, seconds: float, stones: int) -> Clock:
-    """The clock a ``time_left colour seconds stones`` describes."""
-    if stones <= 0 or settings.kind in (NONE, ABSOLUTE):
+    """The clock a ``time_left colour seconds stones`` describes. No main
+    time left (``time_left b 0 0``, what a controller sends before the first
+    move of a game with no main time) means a fresh overtime period."""
+    if settings.kind in (NONE, ABSOLUTE):
         return Clock(main=max(seconds, 0.0))
+    if stones <= 0:
+        return Clock(main=seconds) if seconds > 0 else _enter_overtime(settings)
     return Clock(0.0, max(seconds, 0.0), int(stones), True)
 
 
