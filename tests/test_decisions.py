@@ -265,6 +265,14 @@ def test_no_search_pass_while_a_move_can_still_matter():
     late = _late(st)
     assert players.settle(late, PASS, visits, prior, cand, ownership=settled) == (PASS, "")
     assert players.settle(late, PASS, visits, prior, cand, ownership=shaky) == (a7, "unsettled points left: no pass")
+    # the opening is counted in stones, not moves: this diagram at move 0
+    # (a loaded position) is past it; three stones at move 30 are not
+    assert st.move_number == 0 and st.stones_placed == 17
+    assert players.settle(st, PASS, visits, prior, cand, ownership=settled) == (PASS, "")
+    early = _late(board.parse_diagram(HOLE.replace("X X O", ". . ."), komi=0.5, to_play=WHITE))
+    assert early.stones_placed < 49 // 3
+    assert players.settle(early, PASS, visits, prior, players.candidate_moves(early), ownership=settled)[1] == (
+        "no pass in the opening")
 
 
 def test_a_pass_put_in_for_a_territory_move_gives_way_to_unsettled_points():

@@ -564,7 +564,7 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
            temperature: float = 0.0, rng=None, ownership: np.ndarray | None = None,
            q: np.ndarray | None = None) -> tuple[int, str]:
     """A search's move checked against the candidate rule: no pass in the
-    opening, no move that fills own territory (instead ``choose_move``
+    opening (a third of the board's points placed), no move that fills own territory (instead ``choose_move``
     among the allowed moves: by visits, else by prior, never a pass then).
     With the search's ``ownership`` (black +1), own territory that it does
     not settle (``unsettled_territory``) is open to the search's move, and
@@ -583,7 +583,7 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
     if ownership is not None and not allowed[move]:
         allowed[:n2] |= unsettled_territory(state, ownership)
     allowed[n2] = True  # the search may pass ...
-    opening = candidates[:-1].any() and state.move_number < n2 // 3
+    opening = candidates[:-1].any() and state.stones_placed < n2 // 3  # a loaded position may be late at move 0
     if move == n2 and opening:
         allowed[n2] = False  # ... but not in the opening
         note = "no pass in the opening"

@@ -1077,7 +1077,7 @@ class GoState:
     """An immutable Go position with its history (for superko).
 
     Attributes: ``size``, ``komi``, ``superko``, ``suicide``; properties
-    ``to_play`` (+1 black, -1 white), ``move_number``, ``captures`` (prisoners
+    ``to_play`` (+1 black, -1 white), ``move_number``, ``stones_placed``, ``captures`` (prisoners
     taken by black, by white), ``is_over``, ``ko_point`` (flat or None),
     ``last_moves``, ``hash``.
     """
@@ -1108,6 +1108,13 @@ class GoState:
     def captures(self) -> tuple[int, int]:
         m = self._b.meta
         return int(m[M_CAPB]), int(m[M_CAPW])
+
+    @property
+    def stones_placed(self) -> int:
+        """Stones put on the board so far, setup and handicap stones
+        included: those on it plus the prisoners."""
+        m = self._b.meta
+        return self.size * self.size - int(m[M_NEMPTY]) + int(m[M_CAPB]) + int(m[M_CAPW])
 
     @property
     def passes(self) -> int:
