@@ -22,6 +22,9 @@ class SelfPlayConfig:
                                       "resign_moves moves; -1: never")
     resign_moves: int = field(3, "see resign_below")
     preset: str = field("default", "input planes of the net")
+    moves: str = field("zero", "moves the search may choose: zero (every legal move but own true eyes, pass "
+                               "at any time: AlphaZero's) or candidates (the GTP players' rule: nothing inside "
+                               "own territory, pass only when nothing else is)", choices=("zero", "candidates"))
 
     def search_params(self, size: int, puct: SearchParams = SearchParams()):
         """The ``search.multigame.MultiParams`` of these games: the root rule and visits from here, the
@@ -37,4 +40,4 @@ class SelfPlayConfig:
         from search.multigame import MultiParams
 
         return MultiParams(num_simulations=self.simulations, root=self.root, max_considered=self.max_considered,
-                           puct=puct)
+                           puct=puct, moves=self.moves)

@@ -241,3 +241,35 @@ def test_a_lost_game_is_resigned():
     for g in games:  # Black's first two searches say lost: it resigns instead of its second move
         assert (g.ended, g.resigned, g.winner, g.result, len(g.moves)) == ("resign", 1, -1, "W+R", 2)
         assert len(g.root_values) == 2 and g.policy_offsets.shape == (3,) and g.root_values[0] < -0.9
+
+
+SEALED = """
+    . X . X O
+    X X X X O
+    . . X O .
+    X X X O O
+    . . X O .
+"""
+
+
+def test_alphazero_moves_keep_own_area_and_pass_but_no_own_eye():
+    """``moves="zero"`` (the default): every legal move but an own true eye,
+    pass at any time; ``"candidates"``: the GTP players' rule, nothing
+    inside own territory and no pass while another move is left."""
+    st = board.parse_diagram(SEALED, komi=0.5, to_play=board.BLACK)
+    n2 = 25
+    zero = np.zeros(n2 + 1, bool)
+    board.zero_moves_into(st.copy_tuple(), zero)
+    cand = board.candidates(st, allow_pass=False)
+    a5, b3, a3 = (board.coords.from_gtp(v, 5) for v in ("A5", "B3", "A3"))
+    assert not zero[a5] and not cand[a5]  # an own true eye: neither
+    assert zero[b3] and zero[a3] and zero[n2]  # own area, and pass
+    assert not cand[b3] and not cand[a3] and not cand[n2]
+    assert (zero[:n2] >= cand[:n2]).all()
+    for moves in ("zero", "candidates"):
+        ms = MultiSearch(1, 5, 7.5, MultiParams(num_simulations=4, max_considered=4, moves=moves))
+        ms.new_game(0)
+        ms.search(fake_net, None, np.ones(1, bool), np.random.default_rng(0))
+        assert ms.tree.children_legal[0, n2] == (moves == "zero")  # the empty board: pass is AlphaZero's only
+    with pytest.raises(ValueError):
+        MultiParams(moves="territory")

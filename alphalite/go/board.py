@@ -989,6 +989,24 @@ def candidates_into(B, own, out, allow_pass, no_self_atari=False):
     out[n2] = allow_pass or not some
 
 
+@njit(cache=True)
+def zero_moves_into(B, out):
+    """Fill bool ``out[size*size+1]`` with AlphaZero's moves: every legal move
+    but the mover's own true eyes (``is_eye``), pass at any time. Nothing of
+    the candidate rule's territory guess: a self-play net that never sees a
+    move inside its own area learns never to defend it."""
+    legal_mask(B, out)
+    color = B.color
+    size = B.meta[M_SIZE]
+    W = size + 2
+    stone = B.meta[M_TOPLAY]
+    for r in range(size):
+        for c in range(size):
+            m = r * size + c
+            if out[m] and is_eye(color, (r + 1) * W + c + 1, stone, W):
+                out[m] = False
+
+
 @njit(cache=True, inline="always")
 def _saves(B, p, stone, W):
     """Whether ``stone`` at ``p`` saves a group of its in atari (the group
