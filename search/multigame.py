@@ -35,14 +35,17 @@ the CPU), and ``backup_leaves`` (priors set, values backed up: the network's
 value only, AlphaZero style, no rollouts). Step 0 evaluates the roots. No
 Python runs per visit or per game inside a step.
 
-Moves a node may choose, ``MultiParams.moves``: ``"zero"`` (the default),
-AlphaZero's: every legal move but the mover's own true eyes, pass at any
-time (``board.zero_moves_into``); ``"candidates"``, the GTP players' rule
-(``board.candidates_into``: no move inside one's own Tromp-Taylor
-territory, pass only when nothing else is). A net trained on games of the
-second never learns to defend its own area, and on 9x9 that area is open
-long before it is safe. The search and the games agree. A leaf after two
-passes is terminal, scored exactly (Tromp-Taylor with komi).
+Moves a node may choose are the candidate moves (``board.candidates_into``:
+no own true eyes, pass only when nothing else is), with
+``MultiParams.moves``: ``"area"`` (the default) keeps the inside of one's
+own Tromp-Taylor territory open while any other move is left, since a net
+trained on games without those moves never learns to defend its area, and
+on 9x9 that area is open long before it is safe; ``"candidates"`` leaves
+it out, the GTP players' rule. (Passing at any time, AlphaZero's rule,
+ended the start net's 9x9 games after 29-99 moves, when one side's pass let
+the other win by counting an undecided board.) The search and the games
+agree. A leaf after two passes is terminal, scored exactly (Tromp-Taylor
+with komi).
 
 Root selection, ``MultiParams.root``:
 
@@ -65,8 +68,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from alphalite.go.board import (M_MOVES, M_PASSES, M_TOPLAY, board_at, candidates_into,
-                                copy_board, init_board, play_flat, result_for, stacked, zero_moves_into,
-                                zobrist_table)
+                                copy_board, init_board, play_flat, result_for, stacked, zobrist_table)
 from alphalite.nn.features import encode_into, num_planes, preset_id
 from alphalite.runtime.kernels import njit
 from search.apv_kernels import set_priors
@@ -78,8 +80,8 @@ from search.tree import TreeArrays, choose_move, tree_arrays
 KIND_NONE, KIND_NEW, KIND_TERMINAL, KIND_CACHED = -1, 0, 1, 2
 MODE_PUCT, MODE_GUMBEL = 0, 1
 # cfg slots (float64 array)
-C_MODE, C_PUCT, C_FPU, C_ROOT_FPU, C_VALUE_SCALE, C_MAXVISIT, C_KOMI, C_PRESET, C_ZERO = range(9)
-MOVE_RULES = ("zero", "candidates")
+C_MODE, C_PUCT, C_FPU, C_ROOT_FPU, C_VALUE_SCALE, C_MAXVISIT, C_KOMI, C_PRESET, C_AREA = range(9)
+MOVE_RULES = ("area", "candidates")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +94,7 @@ class MultiParams:
     maxvisit_init: float = 50.0  # Gumbel: c_visit
     puct: SearchParams = SearchParams()  # PUCT: c_puct, FPU, root Dirichlet noise, move temperature
     carry_over: bool = True  # keep the played move's evaluated subtree for the next search (network cache)
-    moves: str = "zero"  # "zero" (legal but own eyes, pass any time) or "candidates" (board.candidates_into)
+    moves: str = "area"  # "area" (own territory open while other moves are left) or "candidates"
 
     def __post_init__(self):
         if self.root not in ("gumbel", "puct"):
@@ -154,16 +156,13 @@ def clear_block(T, per_game, g):
 
 
 @njit(cache=True)
-def moves_into(B, own, out, zero):
+def moves_into(B, own, out, area):
     """The moves a node may choose (module docstring, ``MultiParams.moves``)."""
-    if zero:
-        zero_moves_into(B, out)
-    else:
-        candidates_into(B, own, out, False)
+    candidates_into(B, own, out, False, False, area)
 
 
 @njit(cache=True)
-def reset_roots(T, per_game, games, live, own, zero):
+def reset_roots(T, per_game, games, live, own, area):
     """A fresh root for every live game whose block is empty (nothing
     carried over): at the game's position, the candidate moves as its
     legal actions."""
@@ -175,7 +174,7 @@ def reset_roots(T, per_game, games, live, own, zero):
         B = board_at(games, g)
         T.counter[g] = 1
         T.node_to_play[base] = B.meta[M_TOPLAY]
-        moves_into(B, own, T.children_legal[base], zero)
+        moves_into(B, own, T.children_legal[base], area)
 
 
 @njit(cache=True)
@@ -240,7 +239,7 @@ def select_leaves(T, per_game, games, scr, live, cfg, gumbel, table, planes, leg
                     T.node_value[c] = result_for(S, komi, T.node_to_play[c])
                     leaf_kind[g] = KIND_TERMINAL
                 else:
-                    moves_into(S, own, T.children_legal[c], cfg[C_ZERO] > 0)
+                    moves_into(S, own, T.children_legal[c], cfg[C_AREA] > 0)
                     leaf_kind[g] = KIND_NEW
                 break
             node = c
@@ -394,7 +393,7 @@ class MultiSearch:
         sp = params.puct
         self.cfg = np.array([MODE_GUMBEL if params.root == "gumbel" else MODE_PUCT, sp.c_puct, sp.fpu_reduction,
                              sp.root_fpu, params.value_scale, params.maxvisit_init, self.komi, preset_id(preset),
-                             params.moves == "zero"],
+                             params.moves == "area"],
                             np.float64)
         self.table = considered_table(params.max_considered, params.num_simulations)
 
@@ -415,7 +414,7 @@ class MultiSearch:
         """One move's search in every ``live`` game (bool [K])."""
         live = np.ascontiguousarray(live, np.bool_)
         p, T = self.params, self.tree
-        reset_roots(T, self.per_game, self.games, live, self.own, p.moves == "zero")
+        reset_roots(T, self.per_game, self.games, live, self.own, p.moves == "area")
         gumbel = np.zeros((self.k, self.A), np.float64)
         if p.root == "gumbel" and p.gumbel_scale > 0:
             gumbel = p.gumbel_scale * gen.gumbel(size=(self.k, self.A))

@@ -17,11 +17,10 @@ A game ends after two passes, at the move cap (``board.default_max_moves``
 unless ``max_moves``), or when the player to move resigns: its search value
 was below ``resign_below`` on its last ``resign_moves`` moves (off at the
 default -1). It is scored by Tromp-Taylor area with komi on the final board
-as it stands, no dead-stone removal: a search that passes with dead
-stones of the opponent's in its area sees the exact Tromp-Taylor result of
-that (``search.multigame``: a leaf after two passes is terminal), so the
-games are played out; the final ownership is the Tromp-Taylor owner of
-each point. A resigned game's score and ownership are
+as it stands: games are played out (a player passes only when no move is
+left but its own eyes and, with ``moves="area"``, its own territory), so no
+dead-stone removal is done; the final ownership is the Tromp-Taylor owner
+of each point. A resigned game's score and ownership are
 those of its board at resignation; its winner is the other player.
 """
 

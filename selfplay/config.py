@@ -22,9 +22,10 @@ class SelfPlayConfig:
                                       "resign_moves moves; -1: never")
     resign_moves: int = field(3, "see resign_below")
     preset: str = field("default", "input planes of the net")
-    moves: str = field("zero", "moves the search may choose: zero (every legal move but own true eyes, pass "
-                               "at any time: AlphaZero's) or candidates (the GTP players' rule: nothing inside "
-                               "own territory, pass only when nothing else is)", choices=("zero", "candidates"))
+    moves: str = field("area", "moves the search may choose: area (the candidate moves and the inside of own "
+                               "territory while any other move is left) or candidates (the GTP players' rule: "
+                               "nothing inside own territory); pass only when nothing else is",
+                       choices=("area", "candidates"))
 
     def search_params(self, size: int, puct: SearchParams = SearchParams()):
         """The ``search.multigame.MultiParams`` of these games: the root rule and visits from here, the

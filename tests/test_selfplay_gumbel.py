@@ -243,33 +243,46 @@ def test_a_lost_game_is_resigned():
         assert len(g.root_values) == 2 and g.policy_offsets.shape == (3,) and g.root_values[0] < -0.9
 
 
-SEALED = """
-    . X . X O
-    X X X X O
-    . . X O .
-    X X X O O
-    . . X O .
+AREA = """
+    . X . X O . .
+    X X X X O . .
+    . . X O . . .
+    X X X O . . .
+    . . X O . . .
+    . . X O . . .
+    . . X O . . .
 """
 
 
-def test_alphazero_moves_keep_own_area_and_pass_but_no_own_eye():
-    """``moves="zero"`` (the default): every legal move but an own true eye,
-    pass at any time; ``"candidates"``: the GTP players' rule, nothing
-    inside own territory and no pass while another move is left."""
-    st = board.parse_diagram(SEALED, komi=0.5, to_play=board.BLACK)
-    n2 = 25
-    zero = np.zeros(n2 + 1, bool)
-    board.zero_moves_into(st.copy_tuple(), zero)
-    cand = board.candidates(st, allow_pass=False)
-    a5, b3, a3 = (board.coords.from_gtp(v, 5) for v in ("A5", "B3", "A3"))
-    assert not zero[a5] and not cand[a5]  # an own true eye: neither
-    assert zero[b3] and zero[a3] and zero[n2]  # own area, and pass
-    assert not cand[b3] and not cand[a3] and not cand[n2]
-    assert (zero[:n2] >= cand[:n2]).all()
-    for moves in ("zero", "candidates"):
-        ms = MultiSearch(1, 5, 7.5, MultiParams(num_simulations=4, max_considered=4, moves=moves))
-        ms.new_game(0)
+def test_own_area_stays_open_while_other_moves_are_left():
+    """``moves="area"`` (the default): Black may play inside its own
+    territory while the right side is open to it, never in an own true eye,
+    and passes only when nothing but own area and eyes is left; with
+    ``"candidates"`` the inside of its area is closed."""
+    st = board.parse_diagram(AREA, komi=0.5, to_play=board.BLACK)
+    n2 = 49
+    a5, a3, f3 = (board.coords.from_gtp(v, 7) for v in ("A5", "A3", "F3"))
+    area, cand = board.candidates(st, own_area=True), board.candidates(st)
+    assert area[a5] and area[f3] and not area[n2]
+    assert not board.candidates(st, own_area=True)[board.coords.from_gtp("A7", 7)]  # an own true eye
+    assert not cand[a5] and cand[f3] and not cand[n2]
+    assert (area >= cand).all()
+    # White's side filled: nothing is left but Black's area and eyes, so pass
+    full = board.parse_diagram("""
+        . X . X O . O
+        X X X X O O O
+        . . X O O . O
+        X X X O O O O
+        . . X O . O .
+        . . X O O O O
+        . . X O O . O
+    """, komi=0.5, to_play=board.BLACK)
+    closed = board.candidates(full, own_area=True)
+    assert closed[n2] and not closed[:n2].any(), board.coords.to_gtp(int(np.flatnonzero(closed)[0]), 7)
+    for moves in ("area", "candidates"):
+        ms = MultiSearch(1, 7, 0.5, MultiParams(num_simulations=4, max_considered=4, moves=moves))
+        board.copy_board(ms.board(0), st.board_tuple)
         ms.search(fake_net, None, np.ones(1, bool), np.random.default_rng(0))
-        assert ms.tree.children_legal[0, n2] == (moves == "zero")  # the empty board: pass is AlphaZero's only
+        assert ms.tree.children_legal[0, a5] == (moves == "area")
     with pytest.raises(ValueError):
         MultiParams(moves="territory")

@@ -944,7 +944,7 @@ def is_self_atari(B, p, stone, lone_ok):
 
 
 @njit(cache=True)
-def candidates_into(B, own, out, allow_pass, no_self_atari=False):
+def candidates_into(B, own, out, allow_pass, no_self_atari=False, own_area=False):
     """Fill bool ``out[size*size+1]`` with the moves the player to move may
     choose (the rule of every player: GTP, self-play, value data): legal, not
     a true one-point eye of its own (``is_eye``) and, once the opponent has a
@@ -952,8 +952,12 @@ def candidates_into(B, own, out, allow_pass, no_self_atari=False):
     saves an own group in atari (a self-play game passed with four stones in
     atari whose liberty lay inside). Pass only when nothing else is, or with
     ``allow_pass``. ``no_self_atari`` also leaves out moves that leave the
-    mover's group one liberty (``is_self_atari``). ``own`` is int8
-    [size*size] scratch; ``B``'s scratch marks are touched (``owners_into``)."""
+    mover's group one liberty (``is_self_atari``). ``own_area``: the inside
+    of own territory stays open while any other move is left (a net trained
+    on games without it never learns to defend its area, open on 9x9 long
+    before it is safe); the game still ends when nothing else is. ``own`` is
+    int8 [size*size] scratch; ``B``'s scratch marks are touched
+    (``owners_into``)."""
     legal_mask(B, out)
     meta = B.meta
     color = B.color
@@ -980,31 +984,18 @@ def candidates_into(B, own, out, allow_pass, no_self_atari=False):
             if not out[m]:
                 continue
             p = (r + 1) * W + c + 1
-            if is_eye(color, p, stone, W) \
-                    or (has_opp and color[p] == EMPTY and own[m] == stone and not _saves(B, p, stone, W)) \
-                    or (no_self_atari and is_self_atari(B, p, stone, False)):
+            if is_eye(color, p, stone, W) or (no_self_atari and is_self_atari(B, p, stone, False)):
                 out[m] = False
+            elif has_opp and color[p] == EMPTY and own[m] == stone and not _saves(B, p, stone, W):
+                out[m] = False
+                own[m] = 2  # own territory, open again below with own_area
             else:
                 some = True
     out[n2] = allow_pass or not some
-
-
-@njit(cache=True)
-def zero_moves_into(B, out):
-    """Fill bool ``out[size*size+1]`` with AlphaZero's moves: every legal move
-    but the mover's own true eyes (``is_eye``), pass at any time. Nothing of
-    the candidate rule's territory guess: a self-play net that never sees a
-    move inside its own area learns never to defend it."""
-    legal_mask(B, out)
-    color = B.color
-    size = B.meta[M_SIZE]
-    W = size + 2
-    stone = B.meta[M_TOPLAY]
-    for r in range(size):
-        for c in range(size):
-            m = r * size + c
-            if out[m] and is_eye(color, (r + 1) * W + c + 1, stone, W):
-                out[m] = False
+    if own_area and some and has_opp:  # own[] is only filled with an opponent on the board
+        for m in range(n2):
+            if own[m] == 2:
+                out[m] = True
 
 
 @njit(cache=True, inline="always")
@@ -1019,12 +1010,13 @@ def _saves(B, p, stone, W):
     return False
 
 
-def candidates(state: GoState, allow_pass: bool = False, no_self_atari: bool = False) -> np.ndarray:
+def candidates(state: GoState, allow_pass: bool = False, no_self_atari: bool = False,
+               own_area: bool = False) -> np.ndarray:
     """bool [A] of ``candidates_into`` for a GoState."""
     out = np.zeros(state.size * state.size + 1, np.bool_)
     own = np.zeros(state.size * state.size, np.int8)
     b = state.copy_tuple()  # owners_into touches the scratch marks
-    candidates_into(b, own, out, allow_pass, no_self_atari)
+    candidates_into(b, own, out, allow_pass, no_self_atari, own_area)
     return out
 
 
