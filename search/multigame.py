@@ -156,12 +156,6 @@ def clear_block(T, per_game, g):
 
 
 @njit(cache=True)
-def moves_into(B, own, out, area):
-    """The moves a node may choose (module docstring, ``MultiParams.moves``)."""
-    candidates_into(B, own, out, False, False, area)
-
-
-@njit(cache=True)
 def reset_roots(T, per_game, games, live, own, area):
     """A fresh root for every live game whose block is empty (nothing
     carried over): at the game's position, the candidate moves as its
@@ -174,7 +168,7 @@ def reset_roots(T, per_game, games, live, own, area):
         B = board_at(games, g)
         T.counter[g] = 1
         T.node_to_play[base] = B.meta[M_TOPLAY]
-        moves_into(B, own, T.children_legal[base], area)
+        candidates_into(B, own, T.children_legal[base], False, False, area)
 
 
 @njit(cache=True)
@@ -239,7 +233,7 @@ def select_leaves(T, per_game, games, scr, live, cfg, gumbel, table, planes, leg
                     T.node_value[c] = result_for(S, komi, T.node_to_play[c])
                     leaf_kind[g] = KIND_TERMINAL
                 else:
-                    moves_into(S, own, T.children_legal[c], cfg[C_AREA] > 0)
+                    candidates_into(S, own, T.children_legal[c], False, False, cfg[C_AREA] > 0)
                     leaf_kind[g] = KIND_NEW
                 break
             node = c

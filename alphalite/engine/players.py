@@ -564,8 +564,9 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
            temperature: float = 0.0, rng=None, ownership: np.ndarray | None = None,
            q: np.ndarray | None = None) -> tuple[int, str]:
     """A search's move checked against the candidate rule: no pass in the
-    opening (a third of the board's points placed), no move that fills own territory (instead ``choose_move``
-    among the allowed moves: by visits, else by prior, never a pass then).
+    opening (until a third of the board's points have had a stone), no move
+    that fills own territory (instead ``choose_move`` among the allowed
+    moves: by visits, else by prior, never a pass then).
     With the search's ``ownership`` (black +1), own territory that it does
     not settle (``unsettled_territory``) is open to the search's move, and
     the search's pass gives way to its most visited ``open_points`` move

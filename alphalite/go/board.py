@@ -1087,9 +1087,9 @@ class GoState:
     """An immutable Go position with its history (for superko).
 
     Attributes: ``size``, ``komi``, ``superko``, ``suicide``; properties
-    ``to_play`` (+1 black, -1 white), ``move_number``, ``stones_placed``, ``captures`` (prisoners
-    taken by black, by white), ``is_over``, ``ko_point`` (flat or None),
-    ``last_moves``, ``hash``.
+    ``to_play`` (+1 black, -1 white), ``move_number``, ``stones_placed``,
+    ``captures`` (prisoners taken by black, by white), ``is_over``,
+    ``ko_point`` (flat or None), ``last_moves``, ``hash``.
     """
 
     __slots__ = ("size", "komi", "superko", "suicide", "_b")
