@@ -156,7 +156,7 @@ def clear_block(T, per_game, g):
 
 
 @njit(cache=True)
-def reset_roots(T, per_game, games, live, own, area):
+def reset_roots(T, per_game, games, live, own, cfg):
     """A fresh root for every live game whose block is empty (nothing
     carried over): at the game's position, the candidate moves as its
     legal actions."""
@@ -168,7 +168,7 @@ def reset_roots(T, per_game, games, live, own, area):
         B = board_at(games, g)
         T.counter[g] = 1
         T.node_to_play[base] = B.meta[M_TOPLAY]
-        candidates_into(B, own, T.children_legal[base], False, False, area)
+        candidates_into(B, own, T.children_legal[base], False, False, cfg[C_AREA] > 0)
 
 
 @njit(cache=True)
@@ -408,7 +408,7 @@ class MultiSearch:
         """One move's search in every ``live`` game (bool [K])."""
         live = np.ascontiguousarray(live, np.bool_)
         p, T = self.params, self.tree
-        reset_roots(T, self.per_game, self.games, live, self.own, p.moves == "area")
+        reset_roots(T, self.per_game, self.games, live, self.own, self.cfg)
         gumbel = np.zeros((self.k, self.A), np.float64)
         if p.root == "gumbel" and p.gumbel_scale > 0:
             gumbel = p.gumbel_scale * gen.gumbel(size=(self.k, self.A))
