@@ -533,8 +533,8 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
         eng.close()
     assert eng.proc.returncode == 0
     log = (tmp_path / "stderr.txt").read_text()
-    shipped = {n: checkpoint.shipped(n) for n in ("policy9", "value9", "policy19", "value19sp")}
-    assert f"9x9 nets: policy {shipped['policy9']}, value {shipped['value9']}" in log, log
+    shipped = {n: checkpoint.shipped(n) for n in ("az9", "policy19", "value19sp")}
+    assert f"9x9 nets: policy {shipped['az9']}, value its own head (policy-value net)" in log, log
     assert f"19x19 nets: policy {shipped['policy19']}, value {shipped['value19sp']}" in log, log
     assert log.count("no network plays 7x7 (nets: 9x9, 19x19): apv engine searching with its pattern policies "
                      "alone") == 1, log
@@ -563,7 +563,7 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
         checkpoint.resolve("value8")
     info, model, _ = checkpoint.load_model("rl9", "policy", 9)
     assert info["board_size"] == 9 and model.size == 9
-    assert set(checkpoint.shipped_names()) >= {p for pair in checkpoint.DEFAULT_NETS.values() for p in pair}
+    assert set(checkpoint.shipped_names()) >= {p for pair in checkpoint.DEFAULT_NETS.values() for p in pair if p}
 
 
 def test_package_data_holds_every_shipped_file():

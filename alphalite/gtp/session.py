@@ -278,7 +278,8 @@ class Session:
         policy, value = self.config.checkpoint, self.config.value_checkpoint
         if policy == AUTO:  # the installed ones, whatever folders the working folder holds
             for n, (p, v) in checkpoint.DEFAULT_NETS.items():
-                self._nets[n] = (str(checkpoint.shipped(p)), str(checkpoint.shipped(v)) if value == AUTO else None)
+                own_head = v is None or value != AUTO  # a policy-value net, or --value-checkpoint none
+                self._nets[n] = (str(checkpoint.shipped(p)), None if own_head else str(checkpoint.shipped(v)))
         if value in (None, AUTO) and policy in (None, AUTO):
             return
         if policy is None:

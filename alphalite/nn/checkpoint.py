@@ -40,8 +40,9 @@ class CheckpointError(RuntimeError):
 
 SHIPPED = "alphalite.checkpoints"  # the package holding the shipped nets
 # The strongest shipped configuration per board size (docs/strength.md):
-# search with this policy net's priors and this value net's leaf values.
-DEFAULT_NETS: dict[int, tuple[str, str]] = {9: ("policy9", "value9"), 19: ("policy19", "value19sp")}
+# search with this policy net's priors and this value net's leaf values
+# (None: a policy-value net, valued by its own head).
+DEFAULT_NETS: dict[int, tuple[str, str | None]] = {9: ("az9", None), 19: ("policy19", "value19sp")}
 
 
 def shipped_dir() -> Path:
