@@ -402,9 +402,13 @@ def _spoil(case: str, tmp_path: Path) -> tuple[list[str], str]:
     if case == "policy-as-value":
         net = _copy_net("policy9", tmp_path / "p9")
         return ["--checkpoint", "policy9", "--value-checkpoint", str(net)], f"{net} is not a value net"
-    if case == "policy-as-value-beside-auto":
-        net = _copy_net("policy9", tmp_path / "p9")
+    if case == "policy-as-value-beside-auto":  # 19x19: the shipped policy net there takes a value net
+        net = _copy_net("policy19", tmp_path / "p19")
         return ["--value-checkpoint", str(net)], f"{net} is not a value net"
+    if case == "value-beside-auto-policy-value":  # 9x9: the shipped net values by its own head
+        net = _copy_net("value9", tmp_path / "v9")
+        return ["--value-checkpoint", str(net)], f"policy-value net, valued by its own head: no value net beside " \
+                                                  f"it (drop --value-checkpoint {net})"
     if case in ("truncated", "zeroed"):
         net = _copy_net("policy9", tmp_path / "p9")
         data_files = [f for f in (net / "variables").rglob("*") if f.is_file() and f.parent.name == "d"]
@@ -450,8 +454,9 @@ def _spoil(case: str, tmp_path: Path) -> tuple[list[str], str]:
     return [flag, value], f"{flag} must be {want}, got "
 
 
-BAD_STARTS = ["value-as-policy", "policy-as-value", "policy-as-value-beside-auto", "truncated", "zeroed",
-              "empty-folder", "no-model-json", "bad-model-json", "model-json-lies", "sizes-disagree", "unknown-name",
+BAD_STARTS = ["value-as-policy", "policy-as-value", "policy-as-value-beside-auto", "value-beside-auto-policy-value",
+              "truncated", "zeroed", "empty-folder", "no-model-json", "bad-model-json", "model-json-lies",
+              "sizes-disagree", "unknown-name",
               "komi-nan", "komi-inf", "resign-threshold", "lambda", "visits", "batch", "max-time", "lag-buffer",
               "temperature", "resign-moves", "seed", "score-playouts", "size"]
 
@@ -1035,7 +1040,7 @@ def test_sabaki_gtp_drives_the_engine(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     log = "\n".join(out["stderr"])
-    assert re.search(r"9x9 nets: policy \S*policy9, value \S*value9", log), log
+    assert re.search(r"9x9 nets: policy \S*az9, value its own head", log), log
     assert "Traceback" not in log and "internal error" not in log, log
 
     assert out["name"] == {"error": False, "id": 1, "content": "alphalite"}
