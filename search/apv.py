@@ -237,7 +237,10 @@ class _Run:
         self.root = state.board_tuple
         self.cfg = search.cfg(float(state.komi))
         self.lam = float(search.sp.lam)
-        cap = search.initial_nodes if max_sims is None else max_sims + 2 * len(lanes) * search.m + 2
+        # start small and let the loop grow it: a cap of max_sims (the memory bound
+        # of a timed search) would allocate and touch tens of MB a move
+        cap = search.initial_nodes if max_sims is None else min(max_sims + 2 * len(lanes) * search.m + 2,
+                                                                search.initial_nodes)
         self.tree = K.new_tree(cap, search.A, state.to_play) if tree is None else tree
         self.lock = threading.Lock()
         self.fill, self.busy = search.queues
