@@ -323,3 +323,58 @@ def test_a_pass_the_search_prefers_by_q_stands():
     assert players.settle(late, PASS, visits, prior, cand, ownership=shaky, q=q) == (a7, "unsettled points left: no pass")
     q[a7] = np.nan  # never searched: the search's pass stands
     assert players.settle(late, PASS, visits, prior, cand, ownership=shaky, q=q) == (PASS, "")
+
+
+# 9x9, komi 7, after Black's pass at move 32 of an arena game against GNU Go
+# level 10 (docs/games/default9-gnugo10/games/default9-gnugo10-0023.sgf),
+# White to play. White wins by Tromp-Taylor as the board stands, and by 35
+# with the stone the rollouts call dead (B9) off; but White's four stones
+# top left are unsettled (the rollouts give them to White at 0.45), and
+# GNU Go as referee called them dead: the game was scored a draw.
+UNSETTLED = """
+    . X . . . . . . .
+    . O O O X . . . .
+    . O . . . . . . .
+    . . . . . X X X X
+    X X X X X X O O X
+    X O O O O O . O O
+    O O . . . . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+"""
+# the engine's own estimate there, black +1, row 9 first
+UNSETTLED_OWN = np.array([
+    [-0.5, -0.45, -0.5, -0.2, 0.1, 0.5, 0.7, 0.8, 0.8],
+    [-0.5, -0.45, -0.45, -0.45, 0.58, 0.5, 0.7, 0.8, 0.8],
+    [-0.3, -0.45, -0.0, 0.1, 0.4, 0.7, 0.8, 0.8, 0.8],
+    [0.4, 0.1, 0.3, 0.4, 0.7, 0.9, 0.9, 0.9, 0.9],
+    [0.73, 0.73, 0.73, 0.73, 0.73, 0.73, -0.78, -0.78, 0.73],
+    [0.73, -0.83, -0.83, -0.83, -0.83, -0.83, -0.7, -0.78, -0.78],
+    [-0.83, -0.83, -0.8, -0.8, -0.7, -0.7, -0.6, -0.6, -0.7],
+    [-0.8, -0.8, -0.8, -0.8, -0.7, -0.6, -0.6, -0.5, -0.6],
+    [-0.8, -0.8, -0.8, -0.7, -0.7, -0.6, -0.6, -0.6, -0.6]]).ravel()
+
+
+def test_no_game_ending_pass_while_our_group_is_unsettled():
+    g = Game(9, 7.0)
+    g.reset(start=board.parse_diagram(UNSETTLED, komi=7.0, to_play=BLACK))
+    g.play(BLACK, 81)
+    st = g.state
+    judge = Judge(32, search=lambda state, n: (UNSETTLED_OWN, -15.8, 29.6))
+    score, dead = judge(st)
+    assert board.area_score(st) < 0 and score == -35 and list(dead) == [coords.from_gtp("B9", 9)]
+    assert not decisions.surely_won(st, WHITE, judge)
+    cand = players.candidate_moves(st)
+    d = choose(st, WHITE, cand, _searched(coords.from_gtp("C7", 9)), judge, np.random.default_rng(0))
+    assert d.move == coords.from_gtp("C7", 9) and d.note == ""  # no pass by rule: the search moves
+    first = int(np.flatnonzero(cand[:-1])[0])
+    rows = [dict(move=81, visits=90), dict(move=first, visits=10)]
+    d = choose(st, WHITE, cand, _searched(81, rows), judge, np.random.default_rng(0))
+    assert d.move == first and d.note == "passing would end the game unsettled: playing on"
+    # the same estimate with White's four stones sure: the pass wins and is played
+    own = UNSETTLED_OWN.copy()
+    own[own == -0.45] = -0.9
+    sure = Judge(32, search=lambda state, n: (own, -15.8, 29.6))
+    assert decisions.surely_won(st, WHITE, sure)
+    d = choose(st, WHITE, cand, _no_search, sure, np.random.default_rng(0))
+    assert d.move == 81 and d.note == "the opponent passed and passing wins"

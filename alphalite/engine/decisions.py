@@ -3,10 +3,11 @@ the search, apart from any protocol, clock or net.
 
 ``choose(state, color, candidates, search, judge, rng)`` is one move's
 decision: kgs-genmove_cleanup's capture of dead stones first, a pass that
-wins after the opponent's pass, a pass when nothing is left to play
+surely wins after the opponent's pass, a pass when nothing is left to play
 outside own territory and eyes, else ``search()`` (a player's ``genmove``);
 its pass is replaced by a move when cleaning up, or when it would end the
-game lost once the dead stones are off. ``ResignPolicy`` decides resigning
+game lost once the dead stones are off, or won only while an unsettled
+group is read our way. ``ResignPolicy`` decides resigning
 from the winrates of the moves chosen. ``Judge`` scores positions from an
 ownership estimate, cached: the player's own search's (the apv engine's
 rollouts), else playouts.
@@ -89,11 +90,26 @@ class Judge:
         self._territories.clear()
 
 
+SURE = 0.5  # ownership, for its own colour, that keeps a stone alive when our pass would end the game
+
+
+def surely_won(state: board.GoState, color: int, judge: Judge) -> bool:
+    """Do we win even when the estimate is read against us: our stones
+    alive only where it surely keeps them (ownership above ``SURE`` for
+    us), the opponent's dead only where it surely takes them? A referee
+    judges an unsettled group its own way (GNU Go called dead four of our
+    stones the rollouts gave us at 0.45: a won game scored a draw)."""
+    own = judge.territory(state).ownership * color  # > 0: ours
+    s = board.stones(state).ravel() * color  # +1 ours, -1 the opponent's
+    dead = np.flatnonzero(((s > 0) & (own <= SURE)) | ((s < 0) & (own > SURE)))
+    return players.score_without(state, dead) * color > 0
+
+
 def pass_wins(state: board.GoState, color: int, judge: Judge) -> bool:
-    """After the opponent's pass: do we win both by the Tromp-Taylor count
-    as the board stands and with the dead stones taken off?"""
+    """After the opponent's pass: do we win by the Tromp-Taylor count as
+    the board stands, with the dead stones taken off, and ``surely_won``?"""
     score, _ = judge(state)
-    return board.area_score(state) * color > 0 and score * color > 0
+    return board.area_score(state) * color > 0 and score * color > 0 and surely_won(state, color, judge)
 
 
 def cleanup_move(state: board.GoState, color: int, judge: Judge) -> Decision | None:
@@ -117,7 +133,8 @@ def cleanup_move(state: board.GoState, color: int, judge: Judge) -> Decision | N
     return None
 
 
-def play_on(candidates: np.ndarray, decision: Decision, prior: Callable[[], np.ndarray]) -> Decision:
+def play_on(candidates: np.ndarray, decision: Decision, prior: Callable[[], np.ndarray],
+            why: str = "lost") -> Decision:
     """Instead of a game-ending pass: the searched candidate with most
     visits, else the candidate ``prior()`` likes best."""
     rows = [r for r in (decision.analysis or []) if r["move"] < len(candidates) - 1 and candidates[r["move"]]]
@@ -126,7 +143,7 @@ def play_on(candidates: np.ndarray, decision: Decision, prior: Callable[[], np.n
     else:
         p = np.asarray(prior(), np.float64)
         move = int(np.argmax(np.where(candidates, p + 1e-9, -1.0)))
-    return dataclasses.replace(decision, move=int(move), note="passing would end the game lost: playing on")
+    return dataclasses.replace(decision, move=int(move), note=f"passing would end the game {why}: playing on")
 
 
 def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Callable[[], Decision],
@@ -150,12 +167,17 @@ def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Cal
         return decision
     if cleanup:
         return Decision(int(rng.choice(np.flatnonzero(candidates[:-1]))), note="cleanup")
-    if players.last_was_pass(state) and judge(state)[0] * color <= 0:
+    if players.last_was_pass(state):
         # Our pass would end the game, and with the dead stones off (as
-        # servers and referees score) we lose: play on. The search scores
-        # two passes by Tromp-Taylor as the board stands, so a dead stone
-        # in our area can make it pass here.
-        return play_on(candidates, decision, prior or (lambda: candidates.astype(np.float64)))
+        # servers and referees score) we lose, or win only as long as no
+        # one reads an unsettled group against us: play on. The search
+        # scores two passes by Tromp-Taylor as the board stands, so a dead
+        # stone in our area can make it pass here.
+        prior = prior or (lambda: candidates.astype(np.float64))
+        if judge(state)[0] * color <= 0:
+            return play_on(candidates, decision, prior)
+        if not surely_won(state, color, judge):
+            return play_on(candidates, decision, prior, "unsettled")
     return decision
 
 
