@@ -4,8 +4,11 @@ alphalite/nn/convtune.py; ``jax_conv`` names the residual blocks' choice;
 ``jax_xla`` forces XLA's convolution), ONNX Runtime (the net exported by
 alphalite.nn.onnx_export, batch norm folded) and PyTorch (eager,
 inference_mode; the same ResNet as benchmarks/sl_train.py), at 19x19 for
-b4c32 and b6c64 and batches 1/8/32, fp32, timed round-robin in one run
-(best of rounds). Also the largest difference of ORT's logits from JAX's.
+b4c32 and b6c64 and batches 1/8/32, fp32, and ORT with the net quantized
+to int8 (alphalite/nn/int8.py, calibrated on the net's own self-play; its
+accuracy on real positions: benchmarks/int8_accuracy.py), timed
+round-robin in one run (best of rounds). Also the largest difference of
+ORT's logits from JAX's.
 Prints one JSON line naming the host's CPU.
 
     python benchmarks/inference.py [--presets b4c32,b6c64] [--batches 1,8,32] [--seconds 4]
@@ -51,7 +54,7 @@ def main(argv=None) -> int:
     import jax
     import onnxruntime
 
-    from alphalite.nn import features, nets, onnx_export
+    from alphalite.nn import features, int8, nets, onnx_export
 
     try:
         if args.no_torch:
@@ -79,7 +82,10 @@ def main(argv=None) -> int:
         xla_model = nets.make_model(preset, n, planes, conv="xla")
         apply_xla = jax.jit(lambda v, x: xla_model.apply(v, x, train=False))
         channels = nets.parse_preset(preset)[1]
-        sess = onnx_export.session(model, variables)
+        proto = onnx_export.to_onnx(model, variables).SerializeToString()
+        sess = onnx_export.session_of(proto)
+        calib = int8.self_play_planes(lambda x: sess.run(None, {"planes": x})[0], n, "default", games=8)
+        sess8 = onnx_export.session_of(int8.quantize(proto, calib))
         if torch is not None:
             blocks, channels = nets.parse_preset(preset)
             tnet = torch_resnet(blocks, channels, n, planes).eval()
@@ -87,7 +93,8 @@ def main(argv=None) -> int:
             x = (rng.random((batch, n, n, planes)) < 0.3).astype(np.float32)
             fns = {"jax": lambda: np.asarray(apply(variables, x)),
                    "jax_xla": lambda: np.asarray(apply_xla(variables, x)),
-                   "onnxruntime": lambda: sess.run(None, {"planes": x})[0]}
+                   "onnxruntime": lambda: sess.run(None, {"planes": x})[0],
+                   "onnxruntime_int8": lambda: sess8.run(None, {"planes": x})[0]}
             if torch is not None:
                 xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
 
@@ -103,9 +110,11 @@ def main(argv=None) -> int:
             row["jax_conv"] = nets.conv_method("auto", False, (batch, n, n, channels), channels)
             if torch is not None:
                 row["ort_vs_torch"] = round(best["torch"] / best["onnxruntime"], 2)
+                row["ort_int8_vs_torch"] = round(best["torch"] / best["onnxruntime_int8"], 2)
                 row["jax_vs_torch"] = round(best["torch"] / best["jax"], 2)
                 row["jax_xla_vs_torch"] = round(best["torch"] / best["jax_xla"], 2)
             row["ort_vs_jax"] = round(best["jax"] / best["onnxruntime"], 2)
+            row["ort_int8_vs_ort"] = round(best["onnxruntime"] / best["onnxruntime_int8"], 2)
             result[f"{preset}_batch{batch}"] = row
     print(json.dumps(result))
     return 0

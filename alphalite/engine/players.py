@@ -290,7 +290,7 @@ class PolicyNet:
     value head gives the value in the same call (``has_value``)."""
 
     def __init__(self, info: dict, variables: dict, value_info: dict | None = None, value_variables=None,
-                 inference: str = "auto"):
+                 inference: str = "auto", log=None):
         import jax
 
         from alphalite.nn import features, nets
@@ -318,19 +318,41 @@ class PolicyNet:
         from search.evaluators import policy_value_fn
 
         # ONNX Runtime on the CPU: 1.3-1.9x JAX's evals/s for our nets at
-        # batch 1-32 (benchmarks/inference.py); JAX on a GPU.
+        # batch 1-32 (benchmarks/inference.py); JAX on a GPU. int8: ORT
+        # with the nets quantized (alphalite/nn/int8.py), asked for by name.
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {', '.join(INFERENCE)}, got {inference!r}")
         self.inference = inference
+        nets_ok = onnx_export.exportable(self.model) and (
+            self.value_model is None or onnx_export.exportable(self.value_model))
         if inference == "auto":
-            nets_ok = onnx_export.exportable(self.model) and (
-                self.value_model is None or onnx_export.exportable(self.value_model))
             self.inference = "onnx" if jax.default_backend() == "cpu" and nets_ok else "jax"
-        if self.inference == "onnx":
-            self.net_fn = onnx_export.policy_value_fn(self.model, variables, self.value_model, value_variables)
+        if inference == "int8" and not nets_ok:
+            from alphalite.nn.int8 import QuantizationError
+
+            raise QuantizationError(f"int8 inference covers the ResNet nets, not {type(self.model).__name__}")
+        self.protos = None  # the int8 graphs (policy's, value net's)
+        if self.inference == "int8":
+            self.protos = self._int8_protos(variables, value_variables, log)
+        if self.inference in ("onnx", "int8"):
+            self.net_fn = onnx_export.policy_value_fn(self.model, variables, self.value_model, value_variables,
+                                                      protos=self.protos)
         else:
             self.net_fn = policy_value_fn(self.model, self.value_model)
         self.params = {"policy": self.variables, "value": self.value_variables or {}}
+
+    def _int8_protos(self, variables, value_variables, log) -> list[bytes]:
+        from alphalite.nn import int8, onnx_export
+
+        protos = [onnx_export.to_onnx(self.model, variables).SerializeToString()]
+        if self.value_model is not None:
+            protos.append(onnx_export.to_onnx(self.value_model, value_variables).SerializeToString())
+
+        def planes():
+            sess = onnx_export.session_of(protos[0])
+            return int8.self_play_planes(lambda x: sess.run(None, {"planes": x})[0], self.size, self.preset)
+
+        return int8.quantized(protos, planes, log)
 
     def evaluate(self, state) -> tuple[np.ndarray, float | None]:
         """(priors float32 [A]: masked softmax over the legal moves, value
@@ -348,10 +370,10 @@ class PolicyNet:
         return self.evaluate(state)[0]
 
 
-INFERENCE = ("auto", "jax", "onnx")
+INFERENCE = ("auto", "jax", "onnx", "int8")
 
 
-def load_net(policy: str, value: str | None = None, inference: str = "auto") -> PolicyNet:
+def load_net(policy: str, value: str | None = None, inference: str = "auto", log=None) -> PolicyNet:
     """The policy net ``policy`` (a shipped net's name or a folder) with the
     value net ``value`` beside it, each checked for its kind, the value net
     for the policy's board size; or a policy-value net (a folder, or an
@@ -366,8 +388,12 @@ def load_net(policy: str, value: str | None = None, inference: str = "auto") -> 
     vinfo = vvars = None
     if value is not None:
         vinfo, _, vvars = checkpoint.load_model(value, "value")
+    from alphalite.nn.int8 import QuantizationError
+
     try:
-        return PolicyNet(info, variables, vinfo, vvars, inference)
+        return PolicyNet(info, variables, vinfo, vvars, inference, log)
+    except QuantizationError as e:
+        raise checkpoint.CheckpointError(f"{policy}: {e}") from None
     except ValueError as e:  # the two nets do not go together
         raise checkpoint.CheckpointError(f"{value} beside the policy net {policy}: {e}") from None
 
@@ -645,12 +671,12 @@ class ApvPlayer:
                                     search_params=sp, threads=threads)
             return
         net_fn = net.net_fn
-        if net.inference == "onnx":  # one ORT thread: the other cores play rollouts
+        if net.inference in ("onnx", "int8"):  # one ORT thread: the other cores play rollouts
             net_fn = onnx_export.policy_value_fn(net.model, net.variables, net.value_model, net.value_variables,
-                                                 threads=1)
+                                                 threads=1, protos=net.protos)
         self.search = ApvSearch(net_fn, net.params, features.preset_id(net.preset), features.num_planes(net.preset),
                                 tree_policy, rollout_policy, size=net.size, search_params=sp,
-                                pad_batches=net.inference != "onnx", threads=threads)
+                                pad_batches=net.inference == "jax", threads=threads)
 
     def prior(self, state) -> np.ndarray:
         if self.net is None:

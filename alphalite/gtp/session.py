@@ -67,7 +67,7 @@ class EngineConfig:
 
         for ok, flag, want, got in (
                 (self.engine in ENGINES, "engine", ", ".join(ENGINES), self.engine),
-                (self.inference in ("auto", "jax", "onnx"), "inference", "auto, jax or onnx", self.inference),
+                (self.inference in ("auto", "jax", "onnx", "int8"), "inference", "auto, jax, onnx or int8", self.inference),
                 (isinstance(self.size, int) and 2 <= self.size <= 25, "size", "in 2..25", self.size),
                 (finite(self.komi), "komi", "a finite number", self.komi),
                 (self.visits is None or self.visits >= 1, "visits", ">= 1", self.visits),
@@ -296,12 +296,15 @@ class Session:
         run, best = policy, checkpoint.run_best(checkpoint.resolve(policy))
         policy = policy if best is None else str(best)
         t0 = time.perf_counter()
-        net = players.load_net(policy, value, self.config.inference)
+        net = players.load_net(policy, value, self.config.inference, self._say)
         if best is not None:  # said once, after a good load (a refusal stays one line)
             self.log(f"{NAME}: {run} is an AlphaZero run: playing its best net {best}")
         self._nets[net.size] = (policy, value)
         self._loaded[net.size] = net
         self._log_loaded(net.size, time.perf_counter() - t0)
+
+    def _say(self, msg: str):
+        self.log(f"{NAME}: {msg}")
 
     def _log_loaded(self, n: int, seconds: float):
         policy, value = self._nets[n]
@@ -323,7 +326,7 @@ class Session:
         if n not in self._loaded:
             t0 = time.perf_counter()
             try:
-                self._loaded[n] = players.load_net(*self._nets[n], self.config.inference)
+                self._loaded[n] = players.load_net(*self._nets[n], self.config.inference, self._say)
                 self._log_loaded(n, time.perf_counter() - t0)
             except checkpoint.CheckpointError as e:
                 self._loaded[n] = e

@@ -124,6 +124,11 @@ def session(model, variables: dict, threads: int = 0, spinning: bool = False, pr
     default, one per core). Call ``sess.run(None, {"planes": x})[0]``.
     ``spinning``: ORT's workers spin after each call (its default), taking
     the cores from the search's own work between calls; off unless asked."""
+    return session_of(to_onnx(model, variables).SerializeToString() if proto is None else proto, threads, spinning)
+
+
+def session_of(proto: bytes, threads: int = 0, spinning: bool = False):
+    """An ONNX Runtime session of a serialized graph (``session``'s options)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -131,7 +136,6 @@ def session(model, variables: dict, threads: int = 0, spinning: bool = False, pr
     if threads:
         opts.intra_op_num_threads = threads
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-    proto = to_onnx(model, variables).SerializeToString() if proto is None else proto
     return ort.InferenceSession(proto, opts, providers=["CPUExecutionProvider"])
 
 
@@ -156,7 +160,7 @@ def split_runner(sessions):
     return run
 
 
-def fastest_runner(model, variables: dict, batch: int, rounds: int = 3):
+def fastest_runner(model, variables: dict, batch: int, rounds: int = 3, proto: bytes | None = None):
     """The fastest way here and now to run back-to-back batches of ``batch``
     rows: one thread; all cores, with and without spinning; one single-thread
     session per core, each on a slice (``split_runner``). Timed in
@@ -165,7 +169,7 @@ def fastest_runner(model, variables: dict, batch: int, rounds: int = 3):
     import os
     import time
 
-    proto = to_onnx(model, variables).SerializeToString()
+    proto = to_onnx(model, variables).SerializeToString() if proto is None else proto
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     runners = {"1 thread": session(model, variables, 1, False, proto)}
     if cores > 1:
@@ -193,19 +197,22 @@ def exportable(model) -> bool:
 
 
 def policy_value_fn(policy_model, policy_variables: dict, value_model=None, value_variables: dict | None = None,
-                    threads: int = 0):
+                    threads: int = 0, protos: list[bytes] | None = None):
     """The search's network function on ONNX Runtime, with the contract of
     ``search.evaluators.policy_value_fn``: ``net_fn(params, planes, legal) ->
     (priors [B, A], values [B])`` as numpy float32, priors a softmax over the
     legal moves. ``params`` is ignored: the weights are in the sessions. A
     policy-value net (``nets.ResNetPolicyValue``) as ``policy_model`` gives
-    both from its one session run (``pv_fn``)."""
+    both from its one session run (``pv_fn``). ``protos``: the graphs to
+    run instead of the exported ones (the policy's, then the value net's;
+    ``alphalite.nn.int8``)."""
+    protos = list(protos or []) + [None, None]
     if isinstance(policy_model, nets.ResNetPolicyValue):
         if value_model is not None:
             raise ValueError("a policy-value net has its own value head: no value net beside it")
-        return pv_fn(policy_model, policy_variables, threads)
-    policy = session(policy_model, policy_variables, threads)
-    value = None if value_model is None else session(value_model, value_variables, threads)
+        return pv_fn(policy_model, policy_variables, threads, proto=protos[0])
+    policy = session(policy_model, policy_variables, threads, proto=protos[0])
+    value = None if value_model is None else session(value_model, value_variables, threads, proto=protos[1])
 
     def net_fn(params, planes, legal):
         x = np.ascontiguousarray(planes, np.float32)
@@ -218,16 +225,16 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
     return net_fn
 
 
-def pv_fn(model, variables: dict, threads: int = 0, tune_batch: int = 0):
+def pv_fn(model, variables: dict, threads: int = 0, tune_batch: int = 0, proto: bytes | None = None):
     """A policy-value net (``nets.ResNetPolicyValue``) on ONNX Runtime with
     the contract of ``policy_value_fn``: ``net_fn(params, planes, legal) ->
     (priors [B, A], values [B])``, one session run for both heads.
     ``tune_batch`` > 0: run as ``fastest_runner`` finds fastest at that
     batch (``net_fn.setting`` names how)."""
     if tune_batch > 0:
-        run, setting = fastest_runner(model, variables, tune_batch)
+        run, setting = fastest_runner(model, variables, tune_batch, proto=proto)
     else:
-        sess = session(model, variables, threads)
+        sess = session(model, variables, threads, proto=proto)
         run, setting = (lambda x: sess.run(None, {"planes": x})), f"{threads or 'default'} threads"
 
     def net_fn(params, planes, legal):

@@ -1,0 +1,153 @@
+"""int8 inference: our ONNX nets quantized by ONNX Runtime (static, QDQ).
+
+Why: on the 2-core AMD EPYC (Zen 4, AVX-512 VNNI) host, ORT ran int8
+b4c32/b6c64 19x19 nets 2.2-3.4x faster than the same nets in fp32, at batch
+1 to 32, with the policy's top-1 on held-out Tygem positions unchanged
+(`benchmarks/inference.py`, README "Inference").
+
+Weights are int8 per output channel, activations uint8 per tensor; ORT
+needs each activation's range, measured on inputs like the real ones
+(calibration). Random planes gave `policy19` 86% top-1 agreement with fp32,
+positions of real games 97%. A user has no dataset at hand, so the net
+plays ``CALIB_GAMES`` games against itself, sampling its own fp32 policy,
+and every ``CALIB_EVERY``-th position calibrates. Half the kept positions
+calibrate; on the other half the int8 net must name the fp32 net's top
+move at least ``MIN_AGREE`` of the time (else ``QuantizationError``).
+
+Hosts without VNNI multiply u8 x s8 with an instruction that can saturate;
+there the weights use 7 bits (ORT's ``reduce_range``).
+
+The quantized graphs are cached (``cache_dir()``, beside the conv tuning's
+file), keyed by the fp32 graphs, ORT's version and ``reduce_range``: a
+second start loads them at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+CALIB_GAMES = 16
+CALIB_EVERY = 4
+MIN_AGREE = 0.85
+CACHE_VERSION = 1
+
+
+class QuantizationError(ValueError):
+    pass
+
+
+def cache_dir() -> Path:
+    from alphalite.nn import convtune
+
+    return convtune.cache_file().parent / "int8"
+
+
+def has_vnni() -> bool:
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
+def self_play_planes(run, size: int, preset: str, games: int = CALIB_GAMES, every: int = CALIB_EVERY,
+                     seed: int = 0) -> np.ndarray:
+    """float32 [N, H, W, C]: every ``every``-th position of ``games`` games
+    played in lock step by sampling ``run(planes) -> logits [B, A]`` over the
+    legal moves, up to 0.8 * size^2 moves (later positions are filled boards
+    no game reaches)."""
+    from alphalite.go import board
+    from alphalite.nn import features
+
+    rng = np.random.default_rng(seed)
+    states = [board.new_game(size) for _ in range(games)]
+    kept = []
+    for move in range(int(0.8 * size * size)):
+        x = np.stack([features.encode(s, preset) for s in states])
+        if move % every == 0:
+            kept.append(x)
+        legal = np.stack([board.legal_moves(s) for s in states]).astype(bool)
+        logits = np.where(legal, np.asarray(run(x), np.float64), -np.inf)
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        nxt = []
+        for s, row in zip(states, p):
+            s = board.play(s, int(rng.choice(len(row), p=row)))
+            nxt.append(board.new_game(size) if s.is_over else s)
+        states = nxt
+    return np.concatenate(kept)
+
+
+def quantize(proto: bytes, planes: np.ndarray, reduce_range: bool | None = None) -> bytes:
+    """The int8 graph of the fp32 graph ``proto``, calibrated on ``planes``."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    if reduce_range is None:
+        reduce_range = not has_vnni()
+    chunks = [np.ascontiguousarray(planes[i:i + 64], np.float32) for i in range(0, len(planes), 64)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(chunks)
+
+        def get_next(self):
+            x = next(self.it, None)
+            return None if x is None else {"planes": x}
+
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "fp32.onnx"), os.path.join(d, "int8.onnx")
+        Path(src).write_bytes(proto)
+        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
+        return Path(dst).read_bytes()
+
+
+def agreement(fp32, int8, planes: np.ndarray) -> float:
+    """How often two sessions' first outputs agree: the top move for
+    policy logits [B, A]; within 0.1 for values [B]."""
+    a = fp32.run(None, {"planes": planes})[0]
+    b = int8.run(None, {"planes": planes})[0]
+    if a.ndim == 2:
+        return float((a.argmax(axis=1) == b.argmax(axis=1)).mean())
+    return float((np.abs(a - b) <= 0.1).mean())
+
+
+def quantized(protos: list[bytes], planes_fn, log=None) -> list[bytes]:
+    """The int8 graphs of the fp32 graphs ``protos`` (one net's, or a policy
+    and its value net), from the cache or quantized now on ``planes_fn()``
+    (planes for all of them) and checked (``MIN_AGREE``)."""
+    import onnxruntime as ort
+
+    from alphalite.nn import onnx_export
+
+    reduce_range = not has_vnni()
+    h = hashlib.sha256(f"{CACHE_VERSION} {ort.__version__} {reduce_range}".encode())
+    for p in protos:
+        h.update(hashlib.sha256(p).digest())
+    paths = [cache_dir() / f"{h.hexdigest()[:32]}-{i}.onnx" for i in range(len(protos))]
+    if all(p.exists() for p in paths):
+        return [p.read_bytes() for p in paths]
+    planes = planes_fn()
+    calib, held = planes[0::2], planes[1::2]
+    out = []
+    for proto in protos:
+        q = quantize(proto, calib, reduce_range)
+        agree = agreement(onnx_export.session_of(proto), onnx_export.session_of(q), held)
+        if agree < MIN_AGREE:
+            raise QuantizationError(f"the int8 net agrees with fp32 on {agree:.0%} of {len(held)} positions "
+                                    f"(needs {MIN_AGREE:.0%}): use --inference onnx")
+        if log:
+            log(f"int8: quantized in {len(calib)} positions of self-play, agrees with fp32 on {agree:.1%} "
+                f"of {len(held)} others")
+        out.append(q)
+    for p, q in zip(paths, out):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(q)
+        os.replace(tmp, p)
+    return out
