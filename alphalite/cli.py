@@ -188,9 +188,10 @@ def _add_gtp_arguments(p) -> None:
     p.add_argument("--lag-buffer", type=float, default=0.2,
                    help="seconds kept back on every move under a clock for pipes, servers and process scheduling")
     p.add_argument("--inference", choices=("auto", "jax", "onnx", "int8"), default="auto",
-                   help="where the nets run: auto = ONNX Runtime on the CPU (faster there), JAX on a GPU; int8 = "
-                        "ONNX Runtime with the nets quantized to 8 bits (2-3x faster on the CPU; calibrated on "
-                        "the net's own self-play at the first start, then cached)")
+                   help="where the nets run: int8 = ONNX Runtime with the nets quantized to 8 bits (2-3x fp32's "
+                        "speed on the CPU; calibrated on the net's own self-play at the first start, then cached); "
+                        "onnx = ONNX Runtime in fp32; jax; auto = int8 on the CPU (onnx if the int8 nets fail "
+                        "their check), JAX on a GPU")
     p.add_argument("--resign-threshold", type=float, default=0.1, help="resign below this winrate (0..1)")
     p.add_argument("--resign-moves", type=int, default=3, help="... for this many own moves in a row")
     p.add_argument("--no-resign", action="store_true", help="never resign")

@@ -5,7 +5,7 @@ quantized as the engine does it (``--inference int8``: calibrated on the
 net's own self-play, alphalite/nn/int8.py), and how often the two name the
 same move. Prints one JSON line.
 
-    python benchmarks/int8_accuracy.py data/tygem [--checkpoint policy19] [--games 300]
+    python benchmarks/int8_accuracy.py data/tygem [--checkpoint policy19] [--games 300] [--reduce-range on]
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ def main(argv=None) -> int:
     ap.add_argument("data", help="a built dataset (alphalite data build)")
     ap.add_argument("--checkpoint", default="policy19", help="a policy or policy-value net (name or folder)")
     ap.add_argument("--games", type=int, default=300, help="test games used (0: all)")
+    ap.add_argument("--reduce-range", choices=("auto", "on", "off"), default="auto",
+                    help="7-bit weights (auto: on hosts without VNNI, as the engine does)")
     args = ap.parse_args(argv)
 
     from alphalite.data import dataset
@@ -31,7 +33,8 @@ def main(argv=None) -> int:
     proto = onnx_export.to_onnx(model, variables).SerializeToString()
     fp32 = onnx_export.session_of(proto)
     calib = int8.self_play_planes(lambda x: fp32.run(None, {"planes": x})[0], n, preset)
-    q8 = onnx_export.session_of(int8.quantize(proto, calib[0::2]))
+    reduce = {"auto": not int8.has_vnni(), "on": True, "off": False}[args.reduce_range]
+    q8 = onnx_export.session_of(int8.quantize(proto, calib[0::2], reduce))
     hits = {"fp32": 0, "int8": 0, "agree": 0}
     total = 0
     for b in dataset.iterate_eval(args.data, preset=preset, batch_size=256, board_size=n, max_games=args.games):
@@ -43,7 +46,8 @@ def main(argv=None) -> int:
         total += len(b["moves"])
     print(json.dumps({"benchmark": "int8_accuracy", "checkpoint": args.checkpoint, "positions": total,
                       "top1_fp32": round(hits["fp32"] / total, 4), "top1_int8": round(hits["int8"] / total, 4),
-                      "agree": round(hits["agree"] / total, 4), "reduce_range": not int8.has_vnni()}))
+                      "agree": round(hits["agree"] / total, 4), "reduce_range": reduce,
+                      "vnni": int8.has_vnni()}))
     return 0
 
 

@@ -10,7 +10,8 @@ Prints one JSON line. For each board size and leaf batch size (1, 8, 32):
   the same search by timing the network call.
 
 ``engines``: the engine's two searches with the shipped nets (policy9 +
-value9, policy19 + value19sp, ONNX Runtime on the CPU) from a mid-game
+value9, policy19 + value19sp, ONNX Runtime on the CPU, or as ``--inference``
+says) from a mid-game
 position, each for ``--seconds``: ``mcts`` (PUCT, each visit one network
 evaluation in batches of 8 and one uniform rollout, lambda 0.5) and ``apv``
 (the asynchronous search: pattern rollouts on every core, the network on
@@ -138,14 +139,14 @@ def bench_search(net_fn, params, state, batch, seconds, preset):
 SHIPPED = {9: ("policy9", "value9"), 19: ("policy19", "value19sp")}
 
 
-def bench_engines(size, seconds):
+def bench_engines(size, seconds, inference="auto"):
     """The engine's searches (mcts, apv) with the shipped nets, as the GTP engine builds them."""
     from alphalite.engine import players
     from search.evaluators import net_evaluator
     from search.params import SearchParams
     from search.rollout import PatternPolicy
 
-    net = players.load_net(*SHIPPED[size])
+    net = players.load_net(*SHIPPED[size], inference=inference)
     state = _positions(size, 1, seed=2)[0]
     out = {"inference": net.inference}
     sp = SearchParams()  # the engine's defaults: lambda 0.5, leaf batch 8
@@ -183,6 +184,7 @@ def main():
     p.add_argument("--seconds", type=float, default=4.0, help="time per measurement")
     p.add_argument("--preset", default="default")
     p.add_argument("--only-engines", action="store_true", help="measure only the engine's searches (shipped nets)")
+    p.add_argument("--inference", default="auto", help="where the engine searches run the nets (alphalite gtp --inference)")
     args = p.parse_args()
 
     import jax
@@ -198,7 +200,7 @@ def main():
     from inference import cpu_name
 
     out["cpu"] = cpu_name()
-    out["engines"] = {f"{n}x{n}": bench_engines(n, args.seconds) for n in [int(s) for s in args.sizes.split(",")]}
+    out["engines"] = {f"{n}x{n}": bench_engines(n, args.seconds, args.inference) for n in [int(s) for s in args.sizes.split(",")]}
     if args.only_engines:
         print(json.dumps(out))
         return

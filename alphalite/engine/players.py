@@ -290,7 +290,7 @@ class PolicyNet:
     value head gives the value in the same call (``has_value``)."""
 
     def __init__(self, info: dict, variables: dict, value_info: dict | None = None, value_variables=None,
-                 inference: str = "auto", log=None):
+                 inference: str = "auto"):
         import jax
 
         from alphalite.nn import features, nets
@@ -318,22 +318,30 @@ class PolicyNet:
         from search.evaluators import policy_value_fn
 
         # ONNX Runtime on the CPU: 1.3-1.9x JAX's evals/s for our nets at
-        # batch 1-32 (benchmarks/inference.py); JAX on a GPU. int8: ORT
-        # with the nets quantized (alphalite/nn/int8.py), asked for by name.
+        # batch 1-32 in fp32, 3-6x PyTorch's in int8 with the policy's top-1
+        # kept (alphalite/nn/int8.py; benchmarks/inference.py,
+        # int8_accuracy.py); JAX on a GPU. auto takes int8 there, and fp32 if
+        # the int8 nets fail their check.
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {', '.join(INFERENCE)}, got {inference!r}")
         self.inference = inference
         nets_ok = onnx_export.exportable(self.model) and (
             self.value_model is None or onnx_export.exportable(self.value_model))
         if inference == "auto":
-            self.inference = "onnx" if jax.default_backend() == "cpu" and nets_ok else "jax"
-        if inference == "int8" and not nets_ok:
-            from alphalite.nn.int8 import QuantizationError
+            self.inference = "int8" if jax.default_backend() == "cpu" and nets_ok else "jax"
+        from alphalite.nn.int8 import QuantizationError
 
+        if inference == "int8" and not nets_ok:
             raise QuantizationError(f"int8 inference covers the ResNet nets, not {type(self.model).__name__}")
         self.protos = None  # the int8 graphs (policy's, value net's)
+        self.note = ""  # how the int8 graphs came to be, for the start-up line
         if self.inference == "int8":
-            self.protos = self._int8_protos(variables, value_variables, log)
+            try:
+                self.protos, self.note = self._int8_protos(variables, value_variables)
+            except QuantizationError as e:
+                if inference != "auto":
+                    raise
+                self.inference, self.note = "onnx", f"not int8: {e}"
         if self.inference in ("onnx", "int8"):
             self.net_fn = onnx_export.policy_value_fn(self.model, variables, self.value_model, value_variables,
                                                       protos=self.protos)
@@ -341,7 +349,7 @@ class PolicyNet:
             self.net_fn = policy_value_fn(self.model, self.value_model)
         self.params = {"policy": self.variables, "value": self.value_variables or {}}
 
-    def _int8_protos(self, variables, value_variables, log) -> list[bytes]:
+    def _int8_protos(self, variables, value_variables) -> tuple[list[bytes], str]:
         from alphalite.nn import int8, onnx_export
 
         protos = [onnx_export.to_onnx(self.model, variables).SerializeToString()]
@@ -352,7 +360,7 @@ class PolicyNet:
             sess = onnx_export.session_of(protos[0])
             return int8.self_play_planes(lambda x: sess.run(None, {"planes": x})[0], self.size, self.preset)
 
-        return int8.quantized(protos, planes, log)
+        return int8.quantized(protos, planes)
 
     def evaluate(self, state) -> tuple[np.ndarray, float | None]:
         """(priors float32 [A]: masked softmax over the legal moves, value
@@ -373,7 +381,7 @@ class PolicyNet:
 INFERENCE = ("auto", "jax", "onnx", "int8")
 
 
-def load_net(policy: str, value: str | None = None, inference: str = "auto", log=None) -> PolicyNet:
+def load_net(policy: str, value: str | None = None, inference: str = "auto") -> PolicyNet:
     """The policy net ``policy`` (a shipped net's name or a folder) with the
     value net ``value`` beside it, each checked for its kind, the value net
     for the policy's board size; or a policy-value net (a folder, or an
@@ -391,7 +399,7 @@ def load_net(policy: str, value: str | None = None, inference: str = "auto", log
     from alphalite.nn.int8 import QuantizationError
 
     try:
-        return PolicyNet(info, variables, vinfo, vvars, inference, log)
+        return PolicyNet(info, variables, vinfo, vvars, inference)
     except QuantizationError as e:
         raise checkpoint.CheckpointError(f"{policy}: {e}") from None
     except ValueError as e:  # the two nets do not go together

@@ -296,22 +296,20 @@ class Session:
         run, best = policy, checkpoint.run_best(checkpoint.resolve(policy))
         policy = policy if best is None else str(best)
         t0 = time.perf_counter()
-        net = players.load_net(policy, value, self.config.inference, self._say)
+        net = players.load_net(policy, value, self.config.inference)
         if best is not None:  # said once, after a good load (a refusal stays one line)
             self.log(f"{NAME}: {run} is an AlphaZero run: playing its best net {best}")
         self._nets[net.size] = (policy, value)
         self._loaded[net.size] = net
         self._log_loaded(net.size, time.perf_counter() - t0)
 
-    def _say(self, msg: str):
-        self.log(f"{NAME}: {msg}")
-
     def _log_loaded(self, n: int, seconds: float):
         policy, value = self._nets[n]
         if value is None and self._loaded[n].has_value:
             value = "its own head (policy-value net)"
         self.log(f"{NAME}: {n}x{n} nets: policy {policy}, value {value or 'none'} "
-                 f"(loaded in {seconds:.1f} s, {self._loaded[n].inference})")
+                 f"(loaded in {seconds:.1f} s, {self._loaded[n].inference}"
+                 f"{': ' + self._loaded[n].note if self._loaded[n].note else ''})")
 
     def _load(self, size: int | None = None):
         """The PolicyNet for ``size`` (default: the board's), loaded once;
@@ -326,7 +324,7 @@ class Session:
         if n not in self._loaded:
             t0 = time.perf_counter()
             try:
-                self._loaded[n] = players.load_net(*self._nets[n], self.config.inference, self._say)
+                self._loaded[n] = players.load_net(*self._nets[n], self.config.inference)
                 self._log_loaded(n, time.perf_counter() - t0)
             except checkpoint.CheckpointError as e:
                 self._loaded[n] = e

@@ -117,10 +117,11 @@ def agreement(fp32, int8, planes: np.ndarray) -> float:
     return float((np.abs(a - b) <= 0.1).mean())
 
 
-def quantized(protos: list[bytes], planes_fn, log=None) -> list[bytes]:
-    """The int8 graphs of the fp32 graphs ``protos`` (one net's, or a policy
-    and its value net), from the cache or quantized now on ``planes_fn()``
-    (planes for all of them) and checked (``MIN_AGREE``)."""
+def quantized(protos: list[bytes], planes_fn) -> tuple[list[bytes], str]:
+    """(the int8 graphs of the fp32 graphs ``protos`` (one net's, or a
+    policy and its value net), what was done): read from the cache, or
+    quantized now on ``planes_fn()`` (planes for all of them), checked
+    (``MIN_AGREE``) and cached."""
     import onnxruntime as ort
 
     from alphalite.nn import onnx_export
@@ -130,24 +131,30 @@ def quantized(protos: list[bytes], planes_fn, log=None) -> list[bytes]:
     for p in protos:
         h.update(hashlib.sha256(p).digest())
     paths = [cache_dir() / f"{h.hexdigest()[:32]}-{i}.onnx" for i in range(len(protos))]
-    if all(p.exists() for p in paths):
-        return [p.read_bytes() for p in paths]
+    try:
+        if all(p.exists() for p in paths):
+            return [p.read_bytes() for p in paths], "cached"
+    except OSError:
+        pass
     planes = planes_fn()
     calib, held = planes[0::2], planes[1::2]
-    out = []
+    out, agrees = [], []
     for proto in protos:
         q = quantize(proto, calib, reduce_range)
         agree = agreement(onnx_export.session_of(proto), onnx_export.session_of(q), held)
         if agree < MIN_AGREE:
             raise QuantizationError(f"the int8 net agrees with fp32 on {agree:.0%} of {len(held)} positions "
                                     f"(needs {MIN_AGREE:.0%}): use --inference onnx")
-        if log:
-            log(f"int8: quantized in {len(calib)} positions of self-play, agrees with fp32 on {agree:.1%} "
-                f"of {len(held)} others")
         out.append(q)
-    for p, q in zip(paths, out):
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(q)
-        os.replace(tmp, p)
-    return out
+        agrees.append(f"{agree:.1%}")
+    note = (f"calibrated now on {len(calib)} positions of self-play, agrees with fp32 on "
+            f"{' and '.join(agrees)} of {len(held)} others")
+    try:
+        for p, q in zip(paths, out):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_bytes(q)
+            os.replace(tmp, p)
+    except OSError as e:
+        note += f"; not cached ({e.strerror or e})"
+    return out, note

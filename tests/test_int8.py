@@ -1,0 +1,109 @@
+"""int8 inference (alphalite/nn/int8.py): the quantized shipped nets name
+the fp32 nets' moves and values, the quantized graphs are cached, a net
+that loses its moves in int8 is refused, and the engine plays on them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from alphalite.engine import players
+from alphalite.go import board
+from alphalite.nn import checkpoint, int8, onnx_export
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALPHALITE_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def _positions(n: int, size: int = 9, seed: int = 3):
+    """``n`` positions of random games, 5 to 40 moves in."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        st = board.new_game(size, 7.0)
+        for _ in range(int(rng.integers(5, 40))):
+            st = board.play(st, int(rng.choice(np.flatnonzero(board.legal_moves(st)[:-1]))))
+        out.append(st)
+    return out
+
+
+def test_int8_policy_value_net_names_the_fp32_moves_and_is_cached(cache, monkeypatch):
+    q8 = players.load_net("az9", None, "int8")
+    fp = players.load_net("az9", None, "onnx")
+    assert q8.inference == "int8" and len(q8.protos) == 1
+    assert q8.note.startswith("calibrated now on") and "agrees with fp32 on" in q8.note
+    same, dv = 0, []
+    states = _positions(60)
+    for st in states:
+        (p8, v8), (p32, v32) = q8.evaluate(st), fp.evaluate(st)
+        assert p8.shape == p32.shape and abs(p8.sum() - 1) < 1e-4
+        assert not (p8 > 0)[~board.legal_moves(st).astype(bool)].any()  # illegal moves stay at 0
+        same += int(p8.argmax() == p32.argmax())
+        dv.append(abs(v8 - v32))
+    assert same >= 0.8 * len(states), same
+    assert np.median(dv) < 0.1
+    # the int8 graphs really are int8: far smaller than the fp32 graph
+    fp32_bytes = len(onnx_export.to_onnx(fp.model, fp.variables).SerializeToString())
+    assert len(q8.protos[0]) < 0.5 * fp32_bytes
+
+    def no_self_play(*a, **k):
+        raise AssertionError("quantized again instead of read from the cache")
+
+    monkeypatch.setattr(int8, "self_play_planes", no_self_play)
+    again = players.load_net("az9", None, "int8")
+    assert again.protos == q8.protos and again.note == "cached"
+
+
+def test_int8_policy_with_its_value_net(cache):
+    q8 = players.load_net("policy9", "value9", "int8")
+    fp = players.load_net("policy9", "value9", "onnx")
+    assert len(q8.protos) == 2
+    states = _positions(40, seed=5)
+    dv = [abs(q8.evaluate(st)[1] - fp.evaluate(st)[1]) for st in states]
+    same = sum(q8.evaluate(st)[0].argmax() == fp.evaluate(st)[0].argmax() for st in states)
+    assert same >= 0.8 * len(states) and np.median(dv) < 0.1
+
+
+def test_a_net_that_loses_its_moves_in_int8_is_refused_or_run_in_fp32(cache, monkeypatch):
+    monkeypatch.setattr(int8, "MIN_AGREE", 1.01)  # no int8 net can pass
+    with pytest.raises(checkpoint.CheckpointError, match="agrees with fp32 on .* use --inference onnx"):
+        players.load_net("az9", None, "int8")  # asked for by name: refused
+    assert not (cache / "int8").exists() or not list((cache / "int8").glob("*.onnx"))
+    net = players.load_net("az9", None, "auto")  # the default: fp32 on ONNX Runtime, and it says why
+    assert net.inference == "onnx" and net.protos is None
+    assert net.note.startswith("not int8: the int8 net agrees with fp32 on")
+
+
+def test_an_unwritable_cache_costs_the_cache_only(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("ALPHALITE_CACHE", str(blocker))
+    net = players.load_net("az9", None, "int8")
+    assert net.inference == "int8" and "not cached" in net.note
+
+
+def test_self_play_planes_cover_the_game(cache):
+    fp = onnx_export.session(*checkpoint.load_model("az9", "policy_value")[1:])
+    planes = int8.self_play_planes(lambda x: fp.run(None, {"planes": x})[0], 9, "default", games=4, every=2)
+    assert planes.shape == (4 * 32, 9, 9, planes.shape[-1])  # 64 moves (0.8 * 81), every 2nd and planes.dtype == np.float32
+    stones = planes[:, :, :, :8].sum(axis=(1, 2, 3))  # own and opponent stones
+    assert stones.min() == 0 and stones.max() >= 20  # empty boards and full-ish ones
+
+
+def test_engine_plays_on_int8_nets(cache, tmp_path):
+    env = {**os.environ, "ALPHALITE_CACHE": str(cache)}
+    out = subprocess.run([sys.executable, "-m", "alphalite.cli", "gtp", "--checkpoint", "az9", "--inference", "int8",
+                          "--size", "9", "--visits", "64"], input="genmove b\nquit\n", capture_output=True,
+                         text=True, timeout=300, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "= " in out.stdout and "?" not in out.stdout
+    assert re.search(r"9x9 nets: policy \S*az9, .*\(loaded in [\d.]+ s, int8: calibrated now on \d+ positions",
+                     out.stderr), out.stderr
