@@ -100,8 +100,9 @@ def test_self_play_planes_cover_the_game(cache):
 
 def test_engine_plays_on_int8_nets(cache, tmp_path):
     env = {**os.environ, "ALPHALITE_CACHE": str(cache)}
-    out = subprocess.run([sys.executable, "-m", "alphalite.cli", "gtp", "--checkpoint", "az9", "--inference", "int8",
-                          "--size", "9", "--visits", "64"], input="genmove b\nquit\n", capture_output=True,
+    cmd = [sys.executable, "-m", "alphalite.cli", "gtp", "--checkpoint", "az9", "--inference", "int8",
+           "--size", "9", "--visits", "64"]
+    out = subprocess.run(cmd, input="genmove b\nquit\n", capture_output=True,
                          text=True, timeout=300, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "= " in out.stdout and "?" not in out.stdout

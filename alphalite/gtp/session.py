@@ -67,7 +67,8 @@ class EngineConfig:
 
         for ok, flag, want, got in (
                 (self.engine in ENGINES, "engine", ", ".join(ENGINES), self.engine),
-                (self.inference in ("auto", "jax", "onnx", "int8"), "inference", "auto, jax, onnx or int8", self.inference),
+                (self.inference in ("auto", "jax", "onnx", "int8"), "inference", "auto, jax, onnx or int8",
+                 self.inference),
                 (isinstance(self.size, int) and 2 <= self.size <= 25, "size", "in 2..25", self.size),
                 (finite(self.komi), "komi", "a finite number", self.komi),
                 (self.visits is None or self.visits >= 1, "visits", ">= 1", self.visits),

@@ -2,8 +2,9 @@
 
 Why: on the 2-core AMD EPYC (Zen 4, AVX-512 VNNI) host, ORT ran int8
 b4c32/b6c64 19x19 nets 2.2-3.4x faster than the same nets in fp32, at batch
-1 to 32, with the policy's top-1 on held-out Tygem positions unchanged
-(`benchmarks/inference.py`, README "Inference").
+1 to 32, 3-6x PyTorch's fp32, with the policy's top-1 on held-out Tygem
+positions within 0.4 points (`benchmarks/inference.py`,
+`benchmarks/int8_accuracy.py`; the README's figures).
 
 Weights are int8 per output channel, activations uint8 per tensor; ORT
 needs each activation's range, measured on inputs like the real ones
