@@ -13,6 +13,7 @@ still has to win games (`alphalite arena`).
 Prints one JSON line. Each position gets a fresh search (no tree reuse).
 
     python benchmarks/search_top1.py data/tygem [--checkpoint policy19ag40] [--c-puct 12] [--positions 240]
+                                    [--inference onnx]
 """
 
 from __future__ import annotations
@@ -76,11 +77,13 @@ def main(argv=None) -> int:
     ap.add_argument("--positions", type=int, default=240)
     ap.add_argument("--seconds", type=float, default=0.75, help="search time a position")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--inference", default="auto", choices=players.INFERENCE,
+                    help="where the nets run (alphalite gtp --inference)")
     config.add_arguments(ap.add_argument_group("search (as alphalite gtp's flags)"), SearchParams)
     args = ap.parse_args(argv)
     runtime.setup()
 
-    net = players.load_net(args.checkpoint, args.value_checkpoint)
+    net = players.load_net(args.checkpoint, args.value_checkpoint, args.inference)
     sp = config.from_args(SearchParams, args)
     sp = sp if net.has_value else dataclasses.replace(sp, lam=0.0)
     player = players.ApvPlayer(net, PatternPolicy.load("tree19"), PatternPolicy.load("rollout19"), sp)
@@ -101,7 +104,8 @@ def main(argv=None) -> int:
         agree += search_move == policy_move
     n = max(len(todo), 1)
     print(json.dumps({"benchmark": "search_top1", "cpu": cpu_name(), "checkpoint": args.checkpoint,
-                      "value_checkpoint": args.value_checkpoint, "search": config.to_dict(sp), "seconds": args.seconds,
+                      "value_checkpoint": args.value_checkpoint, "inference": net.inference,
+                      "search": config.to_dict(sp), "seconds": args.seconds,
                       "positions": len(todo), "search_top1": round(search_hits / n, 4),
                       "policy_top1": round(policy_hits / n, 4), "agree": round(agree / n, 4),
                       "stderr": round((0.25 / n) ** 0.5, 4), "mean_rollouts": int(np.mean(rollouts or [0])),
