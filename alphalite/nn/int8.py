@@ -1,17 +1,18 @@
 """int8 inference: our ONNX nets quantized by ONNX Runtime (static, QDQ).
 
 Why: on the 2-core AMD EPYC (Zen 4, AVX-512 VNNI) host, ORT ran int8
-b4c32/b6c64 19x19 nets 2.2-3.4x faster than the same nets in fp32, at batch
+b4c32/b6c64 19x19 nets 1.7-3.4x faster than the same nets in fp32, at batch
 1 to 32, 3-6x PyTorch's fp32, with the policy's top-1 on held-out Tygem
 positions within 0.4 points (`benchmarks/inference.py`,
 `benchmarks/int8_accuracy.py`; the README's figures).
 
-Weights are int8 per output channel, activations uint8 per tensor; ORT
+Only the convolutions are quantized (``QUANTIZED_OPS``): weights int8 per
+output channel, activations uint8 per tensor. ORT
 needs each activation's range, measured on inputs like the real ones
 (calibration). Random planes gave `policy19` 86% top-1 agreement with fp32,
 positions of real games 97%. A user has no dataset at hand, so the net
 plays ``CALIB_GAMES`` games against itself, sampling its own fp32 policy,
-and every ``CALIB_EVERY``-th position calibrates. Half the kept positions
+and every ``CALIB_EVERY``-th position is kept. Half the kept positions
 calibrate; on the other half the int8 net must name the fp32 net's top
 move at least ``MIN_AGREE`` of the time (else ``QuantizationError``).
 
