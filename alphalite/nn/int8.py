@@ -145,6 +145,7 @@ def quantized(protos: list[bytes], planes_fn) -> tuple[list[bytes], str]:
     import onnxruntime as ort
 
     from alphalite.nn import onnx_export
+    from alphalite.runtime import files
 
     reduce_range = not has_vnni()
     h = hashlib.sha256(f"{CACHE_VERSION} {ort.__version__} {reduce_range}".encode())
@@ -171,10 +172,7 @@ def quantized(protos: list[bytes], planes_fn) -> tuple[list[bytes], str]:
             f"{' and '.join(agrees)} of {len(held)} others")
     try:
         for p, q in zip(paths, out):
-            p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_bytes(q)
-            os.replace(tmp, p)
+            files.write_atomic(p, lambda f, q=q: f.write(q))
     except OSError as e:
         note += f"; not cached ({e.strerror or e})"
     return out, note
