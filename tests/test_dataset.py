@@ -250,6 +250,13 @@ def test_deterministic_and_resumable(built):
     epoch = np.concatenate([np.stack([b["game"], b["move_number"]], 1) for b in first[:n]])
     assert len({tuple(x) for x in epoch.tolist()}) == n * 128
     assert len(list(dataset.iterate_batches(out, epochs=1, **kw))) == n
+    # several encoding threads give the same batches (a chunk boundary inside a batch included)
+    threaded = dataset.iterate_batches(out, threads=3, **{**kw, "preset": "default"})
+    plain = dataset.iterate_batches(out, **{**kw, "preset": "default"})
+    for _ in range(n + 1):
+        a, b = next(plain), next(threaded)
+        for key in a:
+            assert np.array_equal(a[key], b[key], equal_nan=key == "score"), key
 
 
 def test_filters_winner_only_passes_and_size(built, tmp_path):

@@ -350,6 +350,39 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(sample
     assert res["step"] == 12 and res["stopped"] == "finished" and np.isfinite(res["loss"])
 
 
+def test_metrics_read_in_windows_still_name_the_step_that_diverged(sample_data, tmp_path, monkeypatch):
+    """The loop reads a step's metrics from the device only at log, eval and
+    checkpoint steps (so a GPU is not waited on every step): a non-finite
+    step between read-outs is still named exactly, and no checkpoint after it
+    is written."""
+    cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=12, eval_every=1000,
+                         eval_positions=64, checkpoint_every=5, log_every=4, optimizer="sgd", learning_rate=0.01)
+    run = tmp_path / "run"
+    _poison_batch(monkeypatch, 6)  # step 7, read out at step 8
+    with pytest.raises(loop.TrainingDiverged, match=r"step 7 gave a non-finite .*last good checkpoint, step 5"):
+        train.train_and_evaluate(cfg, run, progress=False)
+    assert _steps(run / "ckpt") == [5]
+    assert [r["step"] for r in files.read_jsonl(run / "metrics.jsonl")] == [4]
+
+
+def test_bfloat16_training_gives_a_float32_net(sample_data, tmp_path):
+    """--precision bfloat16 computes in bfloat16 and keeps float32
+    parameters: the exported net loads and evaluates as any other."""
+    cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=6, eval_every=1000,
+                         eval_positions=64, checkpoint_every=3, log_every=3, optimizer="adam",
+                         learning_rate=1e-3, precision="bfloat16")
+    res = train.train_and_evaluate(cfg, tmp_path / "run", progress=False)
+    assert res["step"] == 6 and np.isfinite(res["loss"]) and 0.0 <= res["val_top1"] <= 1.0
+    state, _ = _params(tmp_path / "run")
+    kept = (state["params"], state["batch_stats"])
+    assert {np.asarray(x).dtype for x in jax.tree_util.tree_leaves(kept)} == {np.dtype(np.float32)}
+    from alphalite import cli
+
+    assert cli.main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")]) == 0
+    ev = train.evaluate_checkpoint(str(tmp_path / "model"), [str(SAMPLE)], max_games=2)
+    assert ev["positions"] > 100 and ev["illegal_top1"] == 0
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_absurd_learning_rate_is_one_line_exit_2_and_the_fixed_rerun_starts_afresh(sample_data, tmp_path,

@@ -99,6 +99,7 @@ per-game position counts (shard metadata) and replays only that chunk on.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -769,8 +770,16 @@ class _Chunk:
             self.ownership = np.zeros((P, N), np.int8)
 
 
-def _emit(chunks_parts, size, preset, syms_parts):
-    """Build one batch dict from [(chunk, lo, hi), ...] with symmetries."""
+@functools.cache
+def _pool(threads: int):
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(threads, thread_name_prefix="alphalite-encode")
+
+
+def _emit(chunks_parts, size, preset, syms_parts, threads: int = 1):
+    """Build one batch dict from [(chunk, lo, hi), ...] with symmetries;
+    ``threads`` > 1 encodes the rows on that many threads."""
     W = size + 2
     pid = features.preset_id(preset)
     C = features.num_planes(preset)
@@ -784,10 +793,15 @@ def _emit(chunks_parts, size, preset, syms_parts):
     cols = {k: [] for k in ("outcomes", "move_number", "moves_left", "game", "stones", "to_play", "captures",
                             "score", "ownership")}
     o = 0
+    calls = []
     for (ch, lo, hi), syms in zip(chunks_parts, syms_parts):
         src = np.arange(lo, hi, dtype=np.int64)
-        _encode_batch(size, pid, zob, ch.snap_color, ch.snap_meta, ch.legal, ch.move, src,
-                      syms.astype(np.int64), symtab, planes, legal, moves, o)
+        syms = syms.astype(np.int64)
+        # rows split into `threads` runs: each run writes its own rows, and the kernel releases the GIL
+        step = -(-(hi - lo) // max(threads, 1))
+        for a in range(0, hi - lo, max(step, 1)):
+            calls.append((size, pid, zob, ch.snap_color, ch.snap_meta, ch.legal, ch.move, src[a:a + step],
+                          syms[a:a + step], symtab, planes, legal, moves, o + a))
         cols["outcomes"].append(ch.outcome[lo:hi])
         cols["move_number"].append(ch.move_number[lo:hi])
         cols["moves_left"].append(ch.moves_left[lo:hi])
@@ -798,6 +812,11 @@ def _emit(chunks_parts, size, preset, syms_parts):
         cols["score"].append(ch.score[lo:hi])
         cols["ownership"].append(ch.ownership[lo:hi].reshape(-1, size, size))
         o += hi - lo
+    if threads > 1:
+        list(_pool(threads).map(lambda args: _encode_batch(*args), calls))
+    else:
+        for args in calls:
+            _encode_batch(*args)
     sym = np.concatenate(syms_parts).astype(np.int8) if syms_parts else np.zeros(0, np.int8)
     stones = _apply_symmetries(np.concatenate(cols["stones"]), sym)
     ownership = _apply_symmetries(np.concatenate(cols["ownership"]), sym)
@@ -861,7 +880,7 @@ def iterate_batches(data, *, split: str = "train", preset: str = "default", batc
                     seed: int = 0, symmetries: bool = True, winner_only: bool = False,
                     include_passes: bool = True, board_size: int = 19, start_batch: int = 0,
                     epochs: int | None = None, chunk_games: int = 256, per_game: int = 0,
-                    **select) -> Iterator[dict]:
+                    threads: int = 1, **select) -> Iterator[dict]:
     """Shuffled training batches (see the module docstring), endless by default.
 
     ``data``: a dataset folder or a ``Games``. Batch ``k`` counts across
@@ -870,7 +889,9 @@ def iterate_batches(data, *, split: str = "train", preset: str = "default", batc
     of epoch ``k // n``, a pure function of (seed, epoch, k % n);
     ``start_batch=k`` resumes there, replaying only the chunk that holds it
     and those after. ``epochs`` stops after that many epochs (counted from
-    epoch 0). Raises DatasetError when the split holds no full batch."""
+    epoch 0). ``threads`` encodes each batch on that many threads (the
+    same batches; for a GPU that outruns one core). Raises DatasetError when
+    the split holds no full batch."""
     features.preset_id(preset)  # fail early on an unknown preset
     if batch_size < 1:
         raise DatasetError(f"batch_size must be >= 1, got {batch_size}")
@@ -880,10 +901,10 @@ def iterate_batches(data, *, split: str = "train", preset: str = "default", batc
         raise DatasetError(f"split {split!r} of {data} has {plan.total} positions of size {board_size}, "
                            f"fewer than one batch of {batch_size}")
     return _batches(plan, preset, batch_size, seed, symmetries, board_size, int(start_batch), epochs,
-                    chunk_games, per_epoch)
+                    chunk_games, per_epoch, threads)
 
 
-def _batches(plan, preset, batch_size, seed, symmetries, size, k, epochs, chunk_games, per_epoch):
+def _batches(plan, preset, batch_size, seed, symmetries, size, k, epochs, chunk_games, per_epoch, threads):
     G = len(plan.games)
     while epochs is None or k // per_epoch < epochs:
         epoch, j = divmod(k, per_epoch)
@@ -920,7 +941,7 @@ def _batches(plan, preset, batch_size, seed, symmetries, size, k, epochs, chunk_
                     sym_parts.append(syms[a:b])
                     pos += b - a
                 c += 1
-            yield _emit(parts, size, preset, sym_parts)
+            yield _emit(parts, size, preset, sym_parts, threads)
             j += 1
             k += 1
 
