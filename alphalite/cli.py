@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import metadata
+
+from alphalite import runtime
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -207,7 +208,7 @@ def _add_gtp_arguments(p) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="alphalite", description="AlphaGo-style Go engine")
-    p.add_argument("--version", action="version", version=f"%(prog)s {metadata.version('alphalite')}")
+    p.add_argument("--version", action="version", version=f"%(prog)s {runtime.version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="build and inspect game datasets")
@@ -370,8 +371,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from alphalite import runtime
-
     runtime.setup()  # after parsing: --help and --version stay instant
     try:
         return int(args.func(args) or 0)

@@ -41,6 +41,18 @@ def test_version_is_pyprojects(capsys):
     assert gtp.VERSION == version  # what the GTP `version` command answers
 
 
+def test_a_source_tree_without_pip_install_still_runs(monkeypatch, capsys):
+    """`python -m alphalite.cli` from a checkout that pip never installed (a
+    GPU box with its own Python): no package metadata, yet the CLI starts."""
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == "alphalite unknown (not installed)\n"
+
+
 def test_every_option_is_documented_with_its_default():
     undocumented, no_default = [], []
     options = list(_options())

@@ -23,13 +23,13 @@ import math
 import re
 import threading
 import time
-from importlib import metadata
 
+from alphalite import runtime
 from alphalite.gtp.protocol import GtpFailure
 from search.params import SearchParams
 
 NAME = "alphalite"
-VERSION = metadata.version("alphalite")  # pyproject.toml's, as installed
+VERSION = runtime.version()
 ENGINES = ("random", "policy", "mcts", "apv")
 AUTO = "auto"  # --checkpoint / --value-checkpoint: the shipped nets of each board size
 

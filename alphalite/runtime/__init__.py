@@ -17,6 +17,15 @@ from importlib import metadata
 
 from alphalite.runtime import numba_cache
 
+
+def version() -> str:
+    """pyproject.toml's version as installed; a source tree run without
+    ``pip install`` (``python -m alphalite.cli``) has no metadata."""
+    try:
+        return metadata.version("alphalite")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
 # jaxlib 0.10 hands CPU convolutions and matrix products to YNNPACK by
 # default. On our 2-core x86 machine that made them about 2x slower: a
 # 64-channel 3x3 conv on [64, 19, 19, 64] took 67 ms forward + backward with
