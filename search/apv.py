@@ -169,7 +169,7 @@ class ApvSearch:
     def cfg(self, komi: float) -> np.ndarray:
         sp = self.sp
         c = np.zeros(K.N_CFG, np.float64)
-        c[K.C_PUCT], c[K.C_FPU], c[K.C_ROOT_FPU], c[K.C_LAM] = sp.c_puct, sp.fpu_reduction, sp.root_fpu, sp.lam
+        c[K.C_PUCT], c[K.C_FPU], c[K.C_ROOT_FPU], c[K.C_LAM] = sp.c_puct_at(self.size), sp.fpu_reduction, sp.root_fpu, sp.lam
         c[K.C_VL] = sp.virtual_loss
         c[K.C_KOMI], c[K.C_MAX_MOVES], c[K.C_MAX_DEPTH], c[K.C_PRESET] = komi, self.max_moves, MAX_DEPTH, \
             self.preset_id

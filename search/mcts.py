@@ -510,7 +510,7 @@ def run_mcts(
         if arrays is None:
             arrays = tuple(tree.arrays)
         m, n_new = _select(arrays, root_plain, scratch.plain, want, max_attempts,
-                           float(sp.c_puct), float(sp.fpu_reduction), float(sp.root_fpu), float(sp.virtual_loss),
+                           float(sp.c_puct_at(size)), float(sp.fpu_reduction), float(sp.root_fpu), float(sp.virtual_loss),
                            komi, leaf_slots)
         if n_new:
             priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, n_new, L.legal), A)

@@ -385,7 +385,7 @@ class MultiSearch:
         self.sigma = np.zeros(self.A, np.float64)
         self.probs = np.zeros(self.A, np.float64)
         sp = params.puct
-        self.cfg = np.array([MODE_GUMBEL if params.root == "gumbel" else MODE_PUCT, sp.c_puct, sp.fpu_reduction,
+        self.cfg = np.array([MODE_GUMBEL if params.root == "gumbel" else MODE_PUCT, sp.c_puct_at(size), sp.fpu_reduction,
                              sp.root_fpu, params.value_scale, params.maxvisit_init, self.komi, preset_id(preset),
                              params.moves == "area"],
                             np.float64)

@@ -16,9 +16,13 @@ from dataclasses import dataclass
 from alphalite.runtime.config import field, flag_of
 
 
+C_PUCT_SMALL, C_PUCT_19 = 1.5, 6.0  # the default exploration constants (SearchParams.c_puct_at)
+
+
 @dataclass(frozen=True)
 class SearchParams:
-    c_puct: float = field(1.5, "PUCT exploration constant: prior weight in Q + c*P*sqrt(N)/(1+n)")
+    c_puct: float = field(-1.0, "PUCT exploration constant: prior weight in Q + c*P*sqrt(N)/(1+n); negative: "
+                                "by board size, 6 on 19x19 and 1.5 on smaller boards (docs/strength.md)")
     fpu_reduction: float = field(0.25, "first-play urgency: an unvisited child's Q is the parent's Q "
                                        "minus this times sqrt(visited prior mass)")
     root_fpu_reduction: float = field(-1.0, "FPU reduction at the root; negative: same as --fpu-reduction")
@@ -40,7 +44,7 @@ class SearchParams:
             return isinstance(x, (int, float)) and math.isfinite(x)
 
         for name, ok, want in (
-                ("c_puct", finite(self.c_puct) and self.c_puct >= 0, ">= 0"),
+                ("c_puct", finite(self.c_puct), "a finite number (negative: by board size)"),
                 ("fpu_reduction", finite(self.fpu_reduction), "a finite number"),
                 ("root_fpu_reduction", finite(self.root_fpu_reduction), "a finite number"),
                 ("batch_size", self.batch_size >= 1, ">= 1"),
@@ -59,6 +63,16 @@ class SearchParams:
     def root_fpu(self) -> float:
         """The FPU reduction at the root."""
         return self.fpu_reduction if self.root_fpu_reduction < 0 else self.root_fpu_reduction
+
+    def c_puct_at(self, size: int) -> float:
+        """The exploration constant on a ``size`` board. The default (negative)
+        is measured per size: on 19x19 a second's few hundred rollouts and
+        net values are too noisy to overrule good priors, and 6 follows them
+        (the search's move matched the 9-dan's as often as the policy's own,
+        47.5% against 35.8% at 1.5); on 9x9, 1.5 sits at a sharp peak."""
+        if self.c_puct >= 0:
+            return self.c_puct
+        return C_PUCT_19 if size >= 19 else C_PUCT_SMALL
 
     def temperature_at(self, move_number: int) -> float:
         """The move-choice temperature for a move at ``move_number`` (0 = the game's first)."""

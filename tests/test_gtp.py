@@ -538,9 +538,9 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
         eng.close()
     assert eng.proc.returncode == 0
     log = (tmp_path / "stderr.txt").read_text()
-    shipped = {n: checkpoint.shipped(n) for n in ("az9", "policy19", "value19sp")}
+    shipped = {n: checkpoint.shipped(n) for n in ("az9", "policy19b12", "value19b12")}
     assert f"9x9 nets: policy {shipped['az9']}, value its own head (policy-value net)" in log, log
-    assert f"19x19 nets: policy {shipped['policy19']}, value {shipped['value19sp']}" in log, log
+    assert f"19x19 nets: policy {shipped['policy19b12']}, value {shipped['value19b12']}" in log, log
     assert log.count("no network plays 7x7 (nets: 9x9, 19x19): apv engine searching with its pattern policies "
                      "alone") == 1, log
     assert re.search(r"B [A-HJ][1-9] winrate [0-9.]+ visits 400 ", log), log  # a value net's winrate

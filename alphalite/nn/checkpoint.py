@@ -42,7 +42,7 @@ SHIPPED = "alphalite.checkpoints"  # the package holding the shipped nets
 # The strongest shipped configuration per board size (docs/strength.md):
 # search with this policy net's priors and this value net's leaf values
 # (None: a policy-value net, valued by its own head).
-DEFAULT_NETS: dict[int, tuple[str, str | None]] = {9: ("az9", None), 19: ("policy19", "value19sp")}
+DEFAULT_NETS: dict[int, tuple[str, str | None]] = {9: ("az9", None), 19: ("policy19b12", "value19b12")}
 
 
 def shipped_dir() -> Path:
