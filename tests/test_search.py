@@ -500,7 +500,7 @@ def test_search_params_flags_build_it_and_name_the_flag_in_errors():
     for kw, msg in ((dict(lam=1.5), "--lambda must be in [0, 1], got 1.5"),
                     (dict(batch_size=0), "--batch must be >= 1"),
                     (dict(temperature=float("nan")), "--temperature must be >= 0"),
-                    (dict(c_puct=-1.0), "--c-puct must be >= 0")):
+                    (dict(c_puct=float("inf")), "--c-puct must be a finite number")):
         with pytest.raises(ValueError, match=re.escape(msg)):
             SearchParams(**kw)
 
@@ -530,6 +530,25 @@ def test_c_puct_reaches_the_selection():
                        search_params=SearchParams(c_puct=c))
         spread.append(int((out.tree.children_visits[0] > 0).sum()))
     assert spread[0] < spread[1]
+
+
+def test_c_puct_by_board_size_unless_given():
+    """The default exploration constant is the one measured per size (6 on
+    19x19, 1.5 below); a value given is used on every size, 0 included; a
+    non-finite one is refused naming the flag."""
+    from search import params
+
+    assert SearchParams().c_puct < 0
+    assert [SearchParams().c_puct_at(n) for n in (7, 9, 13, 19)] == [params.C_PUCT_SMALL] * 3 + [params.C_PUCT_19]
+    assert (params.C_PUCT_SMALL, params.C_PUCT_19) == (1.5, 6.0)
+    assert [SearchParams(c_puct=c).c_puct_at(19) for c in (0.0, 2.5)] == [0.0, 2.5]
+    with pytest.raises(ValueError, match="--c-puct must be a finite number"):
+        SearchParams(c_puct=float("nan"))
+    # the default reaches the selection as that size's constant: the same search as with it given
+    s = board.new_game(9, 7.0)
+    runs = [run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=120, search_params=sp).tree.children_visits[0]
+            for sp in (SearchParams(), SearchParams(c_puct=1.5), SearchParams(c_puct=6.0))]
+    assert np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[0], runs[2])
 
 
 def _one_node(prior, visits, value_sum, virtual=None, node_visits=0, node_value_sum=0.0, legal=None):
