@@ -26,6 +26,7 @@ def version() -> str:
     except metadata.PackageNotFoundError:
         return "unknown (not installed)"
 
+
 # jaxlib 0.10 hands CPU convolutions and matrix products to YNNPACK by
 # default. On our 2-core x86 machine that made them about 2x slower: a
 # 64-channel 3x3 conv on [64, 19, 19, 64] took 67 ms forward + backward with

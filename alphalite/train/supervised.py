@@ -60,7 +60,7 @@ class SLConfig:
     loader_threads: int = field(1, "threads that encode each training batch (the same batches; more only "
                                 "where a GPU outruns one core)")
     precision: str = field("float32", "the net's computation dtype in training (its parameters stay float32): "
-                           "bfloat16 is about twice as fast on a GPU", ("float32", "bfloat16"))
+                           "bfloat16 for a GPU's matrix units", ("float32", "bfloat16"))
     task: str = field("policy", "policy: predict expert moves; value: predict the winner (MSE, "
                       "a *_value model such as b4c32_value)", ("policy", "value"))
     per_game: int = field(0, "value task: positions drawn per game each epoch (0 = all; AlphaGo: 1)")
