@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from alphalite import runtime
+from alphalite.nn import INFERENCE
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -188,7 +189,7 @@ def _add_gtp_arguments(p) -> None:
                         "a clock; with one, what the clock allows)")
     p.add_argument("--lag-buffer", type=float, default=0.2,
                    help="seconds kept back on every move under a clock for pipes, servers and process scheduling")
-    p.add_argument("--inference", choices=("auto", "jax", "onnx", "int8"), default="auto",
+    p.add_argument("--inference", choices=INFERENCE, default="auto",
                    help="where the nets run: int8 = ONNX Runtime with the nets quantized to 8 bits (2-3x fp32's "
                         "speed on the CPU; calibrated on the net's own self-play at the first start, then cached); "
                         "onnx = ONNX Runtime in fp32; jax; auto = int8 on the CPU (onnx if the int8 nets fail "

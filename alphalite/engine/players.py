@@ -41,6 +41,7 @@ import numpy as np
 
 from alphalite.go import board, coords, patterns
 from alphalite.go.board import M_SIZE
+from alphalite.nn import INFERENCE
 from alphalite.runtime.kernels import njit
 
 
@@ -377,8 +378,6 @@ class PolicyNet:
         """float32 [A]: masked softmax over the legal moves."""
         return self.evaluate(state)[0]
 
-
-INFERENCE = ("auto", "jax", "onnx", "int8")
 
 
 def load_net(policy: str, value: str | None = None, inference: str = "auto") -> PolicyNet:

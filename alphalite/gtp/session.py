@@ -26,6 +26,7 @@ import time
 
 from alphalite import runtime
 from alphalite.gtp.protocol import GtpFailure
+from alphalite.nn import INFERENCE
 from search.params import SearchParams
 
 NAME = "alphalite"
@@ -67,7 +68,7 @@ class EngineConfig:
 
         for ok, flag, want, got in (
                 (self.engine in ENGINES, "engine", ", ".join(ENGINES), self.engine),
-                (self.inference in ("auto", "jax", "onnx", "int8"), "inference", "auto, jax, onnx or int8",
+                (self.inference in INFERENCE, "inference", f"{', '.join(INFERENCE[:-1])} or {INFERENCE[-1]}",
                  self.inference),
                 (isinstance(self.size, int) and 2 <= self.size <= 25, "size", "in 2..25", self.size),
                 (finite(self.komi), "komi", "a finite number", self.komi),

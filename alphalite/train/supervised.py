@@ -384,9 +384,9 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
                 break
             if step % cfg.log_every == 0 or step == cfg.total_steps:
                 dt = time.time() - window["t"]
-                n = max(window["n"], 1)
+                n = window["n"]  # >= 1: this step's metrics were just read
                 last = {"step": step, **{k: window[k] / n for k in sums}, "lr": float(schedule(step)),
-                        "positions_per_s": window["n"] * cfg.batch_size / max(dt, 1e-9),
+                        "positions_per_s": n * cfg.batch_size / max(dt, 1e-9),
                         "positions_seen": step * cfg.batch_size}
                 files.append_jsonl(workdir / "metrics.jsonl", last)
                 bar.set_postfix(loss=f"{last['loss']:.3f}", acc=f"{last['accuracy']:.3f}")
