@@ -75,6 +75,37 @@ def test_value_is_the_nets_own_head(pv, inference):
     assert np.ptp(values) > 1e-3 and max(abs(v) for v in values) > 1e-2  # the check above means something
 
 
+def test_symmetries_average_the_net_over_transformed_boards(pv):
+    """evaluate(state, k): the mean of the net's priors on each of the first
+    k symmetric images of the board, each mapped back to the board's own
+    points, and the mean of its values; on the empty board the 8-fold
+    average is itself symmetric, where the net alone is not."""
+    model, variables, net_dir, _ = pv
+    net = players.load_net(str(net_dir), None, "onnx")
+    fwd = features.sym_move_table(9)
+    for st in _positions()[1:4]:
+        x, legal = features.encode(st, "default"), board.legal_moves(players.resume(st))
+        images, want_v = [], []
+        for g in range(8):
+            lg = np.zeros_like(legal)
+            lg[fwd[g]] = legal
+            logits, value = model.apply(variables, features.transform_planes(x, g)[None], train=False)
+            e = np.exp(np.where(lg, np.asarray(logits)[0], -np.inf) - np.asarray(logits)[0].max())
+            images.append((e / e.sum())[fwd[g]])
+            want_v.append(float(np.asarray(value)[0]))
+        p, v = net.evaluate(st, 8)
+        np.testing.assert_allclose(p, np.mean(images, axis=0), atol=2e-6)
+        assert abs(v - np.mean(want_v)) < 1e-4
+        assert np.ptp(np.array(images), axis=0).max() > 5e-5  # the images differ: the average means something
+    p1 = net.priors(board.new_game(9, 7.0))[:81].reshape(9, 9)
+    p8 = net.priors(board.new_game(9, 7.0), 8)[:81].reshape(9, 9)
+    for img in (p8.T, p8[::-1], p8[:, ::-1], np.rot90(p8)):
+        np.testing.assert_allclose(p8, img, atol=1e-6)
+    assert np.abs(p1 - p1.T).max() > 5e-5
+    with pytest.raises(ValueError, match="symmetries"):
+        net.evaluate(board.new_game(9, 7.0), 9)
+
+
 def test_a_run_folder_plays_its_best_net_even_when_moved(pv, tmp_path):
     _, _, net_dir, run = pv
     assert checkpoint.run_best(run) == net_dir

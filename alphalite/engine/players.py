@@ -363,20 +363,32 @@ class PolicyNet:
 
         return int8.quantized(protos, planes)
 
-    def evaluate(self, state) -> tuple[np.ndarray, float | None]:
+    def evaluate(self, state, symmetries: int = 1) -> tuple[np.ndarray, float | None]:
         """(priors float32 [A]: masked softmax over the legal moves, value
         in [-1, 1] for the player to move, None without a value net or
-        head); one network call for both."""
+        head); one network call for both. ``symmetries`` > 1 averages both
+        over the first that many of the 8 board symmetries (the identity
+        first), all in that one call."""
         from alphalite.nn import features
 
-        planes = features.encode(state, self.preset)[None]
-        legal = board.legal_moves(resume(state))[None]
-        p, v = self.net_fn(self.params, planes, legal)
-        return np.asarray(p[0], np.float32), (float(v[0]) if self.has_value else None)
+        planes = features.encode(state, self.preset)
+        legal = board.legal_moves(resume(state))
+        k = int(symmetries)
+        if not 1 <= k <= features.NUM_SYMMETRIES:
+            raise ValueError(f"symmetries must be in 1..{features.NUM_SYMMETRIES}, got {symmetries!r}")
+        fwd = features.sym_move_table(self.size)[:k]  # fwd[g, m]: where move m goes under g
+        xs = np.stack([features.transform_planes(planes, g) for g in range(k)])
+        ls = np.zeros((k, legal.shape[0]), legal.dtype)
+        ls[np.arange(k)[:, None], fwd] = legal
+        p, v = self.net_fn(self.params, xs, ls)
+        # each row back to the board's own frame: row g's move fwd[g, m] is move m
+        prior = np.take_along_axis(np.asarray(p, np.float32), fwd, axis=1).mean(axis=0)
+        return prior.astype(np.float32), (float(np.mean(v)) if self.has_value else None)
 
-    def priors(self, state) -> np.ndarray:
-        """float32 [A]: masked softmax over the legal moves."""
-        return self.evaluate(state)[0]
+    def priors(self, state, symmetries: int = 1) -> np.ndarray:
+        """float32 [A]: masked softmax over the legal moves (averaged over
+        ``symmetries`` board symmetries)."""
+        return self.evaluate(state, symmetries)[0]
 
 
 
@@ -413,17 +425,17 @@ class PolicyPlayer:
         from search.params import SearchParams
 
         self.net = net
-        # only its temperature and temperature_moves: the move choice
+        # only temperature, temperature_moves and symmetries: the move choice
         self.search_params = SearchParams() if search_params is None else search_params
 
     def prior(self, state) -> np.ndarray:
-        return self.net.priors(state)
+        return self.net.priors(state, self.search_params.symmetries)
 
     def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
         n2 = state.size * state.size
         if not candidates[:-1].any():
             return Decision(n2, note="no candidate move")
-        p, v = self.net.evaluate(state)
+        p, v = self.net.evaluate(state, self.search_params.symmetries)
         # the value net's verdict on the position we move in: what resigning
         # and the GTP log go by (None without a value net)
         winrate = None if v is None else (v + 1.0) / 2.0
