@@ -376,13 +376,12 @@ class PolicyNet:
         k = int(symmetries)
         if not 1 <= k <= features.NUM_SYMMETRIES:
             raise ValueError(f"symmetries must be in 1..{features.NUM_SYMMETRIES}, got {symmetries!r}")
-        fwd = features.sym_move_table(self.size)[:k]  # fwd[g, m]: where move m goes under g
         xs = np.stack([features.transform_planes(planes, g) for g in range(k)])
         ls = np.zeros((k, legal.shape[0]), legal.dtype)
-        ls[np.arange(k)[:, None], fwd] = legal
+        for g in range(k):
+            features.transform_moves_into(legal, self.size, g, ls[g])
         p, v = self.net_fn(self.params, xs, ls)
-        # each row back to the board's own frame: row g's move fwd[g, m] is move m
-        prior = np.take_along_axis(np.asarray(p, np.float32), fwd, axis=1).mean(axis=0)
+        prior = np.mean([features.untransform_policy(p[g], g) for g in range(k)], axis=0)
         return prior.astype(np.float32), (float(np.mean(v)) if self.has_value else None)
 
     def priors(self, state, symmetries: int = 1) -> np.ndarray:
