@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--config", help="JSON file with config values (flags override it)")
     sl.add_argument("--quiet", action="store_true", help="no progress bar")
     config_lib.add_arguments(sl, SLConfig)
-    sl.set_defaults(func=_sl)
+    sl.set_defaults(func=_sl, training=True)
 
     from selfplay.rl import RLConfig
 
@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     for title, cls in (("alphazero (flags also in reinforce mean the same there: komi, seed, ...)", ZeroConfig),
                        ("alphazero self-play", SelfPlayConfig), ("alphazero search (PUCT root)", SearchParams)):
         config_lib.add_arguments(rl.add_argument_group(title), cls, skip_existing=True)
-    rl.set_defaults(func=_rl)
+    rl.set_defaults(func=_rl, training=True)
 
     rp = sub.add_parser("rl-plot", help="redraw an AlphaZero run's plot (loss, gating, rating) from its "
                         "metrics.jsonl")
@@ -372,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    runtime.setup()  # after parsing: --help and --version stay instant
+    # after parsing: --help and --version stay instant
+    runtime.setup(training=getattr(args, "training", False))
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

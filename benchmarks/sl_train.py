@@ -10,8 +10,10 @@ faster on this host, tuned on first use and cached, see alphalite/nn/convtune.py
 ``jax_conv`` reports the choice for the residual blocks); when Winograd is in
 use, XLA's own convolution is timed beside it as ``jax_xla_*``. ``xla_flags`` reports
 XLA_FLAGS as JAX saw them (importing alphalite turns YNNPACK off on the CPU,
-see alphalite/__init__.py), ``malloc_tuned`` whether that import set glibc's
-malloc to keep freed memory (PyTorch, in the same process, gets it too) and
+see alphalite/__init__.py), ``malloc_tuned`` whether ``runtime.setup`` set glibc's
+malloc to keep freed memory (PyTorch, in the same process, gets it too),
+``malloc_one_arena`` whether it gave the process one arena, as for training
+(see alphalite/runtime/__init__.py), and
 ``native_weight_grad`` whether the Winograd weight gradient ran in
 alphalite/nn/native.py's kernel. Inputs are random
 planes; targets random moves. The measurements of a size run round-robin
@@ -223,7 +225,7 @@ def main(argv=None) -> int:
 
     from alphalite import runtime
 
-    done = runtime.setup()  # after --xla-flags, before JAX starts
+    done = runtime.setup(training=True)  # after --xla-flags, before JAX starts; one malloc arena
     import jax
     import jax.numpy as jnp
 
@@ -240,6 +242,7 @@ def main(argv=None) -> int:
         "conv": args.conv,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "malloc_tuned": done["malloc_tuned"],
+        "malloc_one_arena": done["malloc_tuned"] and done["training"],
         "native_weight_grad": native.available(),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from alphalite.nn import convtune, nets
+from alphalite.nn import convtune, native, nets
 
 HOST = "Test CPU #0 | jax 0 | cpu"
 TRAIN = convtune.Shape(True, 64, 19, 19, 64, 64)
@@ -64,6 +64,7 @@ def test_key_names_host_mode_layer_and_dtype():
     assert TRAIN.key(HOST) == "Test CPU #0 | jax 0 | cpu | train 64x19x19x64->64 float32"
     host = convtune.host_key()
     assert f"jax {jax.__version__}" in host and "jaxlib" in host and jax.default_backend() in host
+    assert host.endswith(f"| native {native.kernel_id()}")  # a new kernel is timed afresh
 
 
 @pytest.mark.parametrize("times, expected", [

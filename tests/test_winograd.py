@@ -50,9 +50,11 @@ def test_values_match_xla(h, w, m):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("size,m,c,k", [(5, 3, 4, 7), (9, 3, 4, 7), (19, 4, 4, 7), (7, 2, 4, 7),
-                                         (9, 3, 13, 32)])
+                                         (9, 3, 13, 32), (19, 4, 32, 32)])
 def test_gradients_match_xla(size, m, c, k):
-    """K a multiple of 32 takes the native weight-gradient kernel on the CPU."""
+    """K a multiple of 32 takes the native kernels on the CPU: the fused
+    forward and the weight gradient (and, with C too, the input gradient's
+    forward)."""
     x, kern = _inputs(3, size, size, c, k, seed=size)
     target = jnp.asarray(np.random.default_rng(1).standard_normal((3, size, size, k)), jnp.float32)
 
@@ -108,6 +110,53 @@ def test_native_kernel_built_for_avx2_matches_einsum(a, n, c, k):
     if shutil.which("objdump"):
         asm = subprocess.run(["objdump", "-d", str(native.build(AVX2))], capture_output=True, text=True).stdout
         assert "ymm" in asm and "zmm" not in asm
+
+
+def _forward_pair(x, kern, m, march="native"):
+    """(y, v) by the fused native forward for ``march``, and by XLA."""
+    at, _, bt = winograd._MATS[m]
+    u = winograd.filter_transform(kern, m)
+
+    def xla(x, u):
+        v = winograd.input_transform(x, m)
+        return winograd.output_transform(jnp.einsum("anc,ack->ank", v, u), *x.shape[:3], m), v
+
+    f = jax.jit(lambda x, u: native.winograd_forward(x, u, bt, at, keep_v=True, fallback=xla, march=march))
+    return f(x, u), jax.jit(xla)(x, u), f.lower(x, u).as_text()
+
+
+# batch, board, C, K, m: blocks of tiles with a remainder (33 x 25 tiles),
+# tiles past the board's edge (7 x 11), one point (1 x 1), 9x9 by F(3x3)
+FORWARD_SHAPES = [(3, 19, 19, 64, 64, 4), (33, 19, 19, 17, 32, 4), (2, 9, 9, 18, 32, 3), (1, 7, 11, 5, 64, 4),
+                  (2, 1, 1, 3, 32, 2)]
+
+
+@pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES)
+def test_native_forward_matches_xla(b, h, w, c, k, m):
+    """The fused forward (input transform, products and output transform per
+    block of tiles) gives XLA's convolution and transformed input, and the
+    Winograd convolution uses it on the CPU where a compiler is."""
+    x, kern = _inputs(b, h, w, c, k, seed=b + h)
+    (y, v), (ry, rv), hlo = _forward_pair(x, kern, m)
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-5 * float(jnp.abs(ry).max()))
+    np.testing.assert_allclose(v, rv, rtol=1e-5, atol=1e-6 * float(jnp.abs(rv).max()))
+    np.testing.assert_allclose(y, winograd.reference_conv3x3(x, kern), rtol=1e-4, atol=1e-4 * float(jnp.abs(ry).max()))
+    assert (native.TARGET + "_winograd_v" in hlo) == native.available() == _native_expected()
+    assert (native.TARGET + "_winograd" in jax.jit(winograd.conv3x3).lower(x, kern).as_text()) == native.available()
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64-v3 is an x86 target")
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler")
+@pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES[:3])
+def test_native_forward_built_for_avx2_matches_xla(b, h, w, c, k, m):
+    """The fused forward as an AVX2-only host builds it (the row blocks are
+    6 tiles there, not 8) agrees with XLA on any x86 host."""
+    x, kern = _inputs(b, h, w, c, k, seed=b + h)
+    (y, v), (ry, rv), hlo = _forward_pair(x, kern, m, march=AVX2)
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-5 * float(jnp.abs(ry).max()))
+    np.testing.assert_allclose(v, rv, rtol=1e-5, atol=1e-6 * float(jnp.abs(rv).max()))
+    assert native.load(AVX2) + "_winograd_v" in hlo
 
 
 def test_native_kernel_falls_back_where_it_cannot_run():

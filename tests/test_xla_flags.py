@@ -78,6 +78,43 @@ def test_malloc_keeps_large_buffers_unless_told_not_to():
     assert not tuned
 
 
+ARENA_PROBE = """
+import ctypes, sys, tempfile, threading
+import numpy as np
+from alphalite import runtime
+runtime.setup(training=sys.argv[1] == "train")
+hold = []
+threads = [threading.Thread(target=lambda: hold.append(np.ones(1000))) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+with tempfile.NamedTemporaryFile(suffix=".xml") as f:
+    fp = libc.fopen(f.name.encode(), b"w")
+    libc.malloc_info(0, ctypes.c_void_p(fp))
+    libc.fclose(ctypes.c_void_p(fp))
+    print(open(f.name).read().count("<heap nr="))
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt tuning is for glibc")
+def test_a_training_process_gets_one_malloc_arena():
+    """Threads that allocate get arenas of their own, up to one per core;
+    a training process keeps to glibc's main arena (its per-thread heaps
+    were unmapped and faulted in again every step)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "ALPHALITE_MALLOC"}
+    heaps = {}
+    for role in ("train", "other"):
+        out = subprocess.run([sys.executable, "-c", ARENA_PROBE, role], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        heaps[role] = int(out.stdout.strip())
+    assert heaps["train"] == 1 and heaps["other"] == min(os.cpu_count(), 5), heaps
+
+
 POOL_PROBE = """
 import os
 from alphalite import runtime

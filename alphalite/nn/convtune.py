@@ -80,9 +80,13 @@ class Shape:
 
 
 def host_key() -> str:
-    """CPU model (and a hash of its flags), jax and jaxlib versions, XLA_FLAGS."""
+    """CPU model (and a hash of its flags), jax and jaxlib versions, XLA_FLAGS,
+    and the native Winograd kernels in use (a hash of their source, or none):
+    a new kernel is timed afresh."""
     import jax
     import jaxlib
+
+    from alphalite.nn import native
 
     model, flags = "unknown cpu", ""
     try:
@@ -97,7 +101,8 @@ def host_key() -> str:
         model = platform.processor() or platform.machine()
     cpu = f"{model} #{hashlib.sha256(flags.encode()).hexdigest()[:8]}"
     xla = os.environ.get("XLA_FLAGS", "").strip()
-    return f"{cpu} | jax {jax.__version__} jaxlib {jaxlib.__version__} | {jax.default_backend()} | XLA_FLAGS={xla}"
+    return (f"{cpu} | jax {jax.__version__} jaxlib {jaxlib.__version__} | {jax.default_backend()} | XLA_FLAGS={xla}"
+            f" | native {native.kernel_id()}")
 
 
 def cache_file() -> Path:

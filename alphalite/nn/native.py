@@ -1,10 +1,15 @@
-"""A native CPU kernel for the Winograd weight gradient, built on first use.
+"""Native CPU kernels of the Winograd convolution, built on first use.
 
-``batched_tn(v, d)`` is ``einsum("anc,ank->ack", v, d)``. XLA's CPU runtime
-runs that batched product (36 products of 64 x 1600 by 1600 x 64 for a
-19x19 batch of 64) on one thread at about 64 GFLOP/s; ``native_tn.cc`` shares
-the batch over XLA's intra-op thread pool and reaches about 130 on two cores
-(it was 40% of a b6c64 19x19 training step). It is an XLA FFI custom call,
+``batched_tn(v, d)`` is ``einsum("anc,ank->ack", v, d)``, the weight
+gradient's products. XLA's CPU runtime runs that batched product (36
+products of 64 x 1600 by 1600 x 64 for a 19x19 batch of 64) on one thread at
+about 64 GFLOP/s; ``native_winograd.cc`` shares the batch over XLA's
+intra-op thread pool and reaches about 130 on two cores (it was 40% of a
+b6c64 19x19 training step). ``winograd_forward(x, u, m)`` is the whole
+forward convolution from the transformed filter, fused per block of tiles
+so that the transformed input and the products stay in the cache (XLA's
+transforms, each a pass over memory, took as long as its products). They
+are XLA FFI custom calls,
 compiled with the system's C++ compiler (``$CXX``, else ``c++``) against
 jaxlib's FFI headers the first time it is needed, and cached by source,
 jaxlib version, CPU and target under ``$ALPHALITE_CACHE`` (default
@@ -35,7 +40,10 @@ import jax.numpy as jnp
 from jax import lax
 
 TARGET = "alphalite_tn"
-SOURCE = Path(__file__).with_name("native_tn.cc")
+# FFI targets: the weight gradient, the forward convolution, and the forward
+# that also returns the transformed input (kept for the backward pass).
+SYMBOLS = {"": "AlphaliteTn", "_winograd": "AlphaliteWinograd", "_winograd_v": "AlphaliteWinogradV"}
+SOURCE = Path(__file__).with_name("native_winograd.cc")
 
 
 def cache_dir() -> Path:
@@ -58,11 +66,11 @@ def build(march: str = "native") -> Path:
            f"-I{jax.ffi.include_dir()}"]
     parts = [SOURCE.read_text(), jaxlib.__version__, cpu_id(), " ".join(cmd)]
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-    out = cache_dir() / f"native_tn-{key}.so"
+    out = cache_dir() / f"native_winograd-{key}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".native_tn-", suffix=".so", dir=out.parent)
+    fd, tmp = tempfile.mkstemp(prefix=".native_winograd-", suffix=".so", dir=out.parent)
     os.close(fd)
     try:
         subprocess.run(cmd + [str(SOURCE), "-o", tmp], check=True, capture_output=True, text=True, timeout=300)
@@ -75,12 +83,15 @@ def build(march: str = "native") -> Path:
 
 @functools.cache
 def load(march: str = "native") -> str:
-    """Build, load and register the kernel for ``-march=MARCH`` once per
-    process; its FFI target name (``TARGET`` for native). Raises OSError or
-    SubprocessError when it cannot be built or loaded."""
+    """Build, load and register the kernels for ``-march=MARCH`` once per
+    process; the weight gradient's FFI target name (``TARGET`` for native;
+    the forward's are that name with ``_winograd`` and ``_winograd_v``
+    appended). Raises OSError or SubprocessError when they cannot be built
+    or loaded."""
     lib = ctypes.cdll.LoadLibrary(str(build(march)))  # the cache keeps it loaded
     name = TARGET if march == "native" else f"{TARGET}_{re.sub(r'[^0-9A-Za-z]', '_', march)}"
-    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(lib.AlphaliteTn), platform="cpu")
+    for suffix, symbol in SYMBOLS.items():
+        jax.ffi.register_ffi_target(name + suffix, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
     return name
 
 
@@ -103,6 +114,11 @@ def available() -> bool:
     return _library() is not None
 
 
+def kernel_id() -> str:
+    """A short hash of the kernels' source when they are in use, else "none"."""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:8] if available() else "none"
+
+
 def _einsum(v, d):
     return jnp.einsum("anc,ank->ack", v, d)
 
@@ -122,3 +138,30 @@ def batched_tn(v, d, *, march: str = "native"):
     if target is None:
         return _einsum(v, d)
     return lax.platform_dependent(v, d, cpu=functools.partial(_native, target=target), default=_einsum)
+
+
+def _winograd_native(x, u, bt, at, *, target, keep_v):
+    n, h, w, _ = x.shape
+    y = jax.ShapeDtypeStruct((n, h, w, u.shape[2]), jnp.float32)
+    if not keep_v:
+        return jax.ffi.ffi_call(target + "_winograd", y)(x, u, bt, at), None
+    m = at.shape[0]
+    v = jax.ShapeDtypeStruct((u.shape[0], n * (-(-h // m)) * (-(-w // m)), x.shape[3]), jnp.float32)
+    return tuple(jax.ffi.ffi_call(target + "_winograd_v", (y, v))(x, u, bt, at))
+
+
+def winograd_forward(x, u, bt, at, *, keep_v: bool, fallback, march: str = "native"):
+    """The Winograd forward convolution of ``x [B, H, W, C]`` with the
+    transformed filter ``u [(m+2)^2, C, K]`` (``bt``/``at`` the transform
+    matrices B^T and A^T): ``(y, v)``, ``v`` the transformed input
+    ``[(m+2)^2, tiles, C]`` when ``keep_v`` (else None). By the fused native
+    kernel on the CPU where it can run (float32, K a multiple of 32);
+    otherwise ``fallback(x, u)``, which must return the same pair."""
+    if x.dtype != jnp.float32 or u.dtype != jnp.float32 or u.shape[2] % 32:
+        return fallback(x, u)
+    target = _library() if march == "native" else load(march)
+    if target is None:
+        return fallback(x, u)
+    native = functools.partial(_winograd_native, bt=jnp.asarray(bt), at=jnp.asarray(at), target=target,
+                               keep_v=keep_v)
+    return lax.platform_dependent(x, u, cpu=native, default=fallback)

@@ -171,19 +171,27 @@ def filter_transform_t(du, m: int):
     return _sandwich(_MATS[m][1].T, du.reshape(m + 2, m + 2, c, k))
 
 
-def _forward(x, w, m):
-    v = input_transform(x, m)
-    mm = jnp.einsum("anc,ack->ank", v, filter_transform(w, m).astype(v.dtype))
-    return output_transform(mm, *x.shape[:3], m), v
+def _forward(x, w, m, keep_v: bool, march: str = "native"):
+    """``(y, v)``: the convolution and, when ``keep_v``, the transformed
+    input (else None). On the CPU the fused native kernel runs it."""
+    at, _, bt = _MATS[m]
+
+    def xla(x, u):
+        v = input_transform(x, m)
+        y = output_transform(jnp.einsum("anc,ack->ank", v, u), *x.shape[:3], m)
+        return y, (v if keep_v else None)
+
+    u = filter_transform(w, m).astype(x.dtype)
+    return native.winograd_forward(x, u, bt, at, keep_v=keep_v, fallback=xla, march=march)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def _conv(x, w, m):
-    return _forward(x, w, m)[0]
+    return _forward(x, w, m, keep_v=False)[0]
 
 
 def _fwd(x, w, m):
-    y, v = _forward(x, w, m)
+    y, v = _forward(x, w, m, keep_v=True)
     return y, (v, w)
 
 
@@ -193,7 +201,7 @@ def _bwd(m, res, dy):
     dw = filter_transform_t(native.batched_tn(v, dm), m).astype(w.dtype)
     # dx is the same convolution of dy with the kernel turned 180 degrees and
     # its channel axes swapped.
-    dx = _forward(dy, jnp.transpose(w[::-1, ::-1], (0, 1, 3, 2)), m)[0]
+    dx = _forward(dy, jnp.transpose(w[::-1, ::-1], (0, 1, 3, 2)), m, keep_v=False)[0]
     return dx, dw
 
 

@@ -44,11 +44,21 @@ YNN_OFF_JAXLIB = ("0.10.",)
 # no trimming and one arena per core (fewer heaps to empty) cut that to 0.85
 # million; b6c64 19x19 training went from about 120 to 165 positions/s (batch
 # 64). One arena for all threads faulted least but made XLA's compiles
-# contend for it (the test suite ran 17% slower). glibc reads its MALLOC_*
-# variables before Python starts, so we call mallopt. Left alone when the
-# user set any MALLOC_ variable or ALPHALITE_MALLOC=system.
+# contend for it (the test suite ran 17% slower). But a per-thread arena is
+# unmapped whole once empty, whatever the trim threshold: in b6c64 19x19
+# training (batch 64, 15 MB Winograd buffers) some processes went on
+# faulting 80,000 pages a step (330 ms a step instead of 230, a sixth of
+# it in the kernel), and one arena faulted none. So a training process
+# (``setup(training=True)``), which compiles once and then runs one step
+# shape for hours, gets one arena; everything else one per core. glibc
+# reads its MALLOC_* variables before Python starts, so we call mallopt.
+# Left alone when the user set any MALLOC_ variable or ALPHALITE_MALLOC=system.
 M_TRIM_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -4, -8
-MALLOC_SETTINGS = ((M_ARENA_MAX, os.cpu_count() or 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def malloc_settings(training: bool) -> tuple:
+    arenas = 1 if training else (os.cpu_count() or 1)
+    return ((M_ARENA_MAX, arenas), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1))
 
 
 def ynn_off() -> bool:
@@ -66,7 +76,7 @@ def ynn_off() -> bool:
     return True
 
 
-def tune_malloc() -> bool:
+def tune_malloc(training: bool = False) -> bool:
     """glibc's malloc settings above; True if all were taken."""
     import ctypes
     import platform
@@ -79,16 +89,23 @@ def tune_malloc() -> bool:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    return all(mallopt(param, value) == 1 for param, value in MALLOC_SETTINGS)
+    return all(mallopt(param, value) == 1 for param, value in malloc_settings(training))
 
 
-@functools.cache
-def setup() -> dict:
-    """Set up this process, once: XLA flags (before JAX's CPU backend
-    starts: a process that already started it keeps its flags), malloc
-    tuning, and the Numba cache locator (before the first cached kernel).
-    Returns what was done: {"ynn_disabled", "malloc_tuned", "numba_locator"}."""
-    return {"ynn_disabled": ynn_off(), "malloc_tuned": tune_malloc(), "numba_locator": numba_cache.install()}
+_DONE: dict = {}
+
+
+def setup(training: bool = False) -> dict:
+    """Set up this process, once (the first call decides; later calls
+    return its result): XLA flags (before JAX's CPU backend starts: a
+    process that already started it keeps its flags), malloc tuning (one
+    arena for a ``training`` process, see above), and the Numba cache
+    locator (before the first cached kernel). Returns what was done:
+    {"ynn_disabled", "malloc_tuned", "training", "numba_locator"}."""
+    if not _DONE:
+        _DONE.update(ynn_disabled=ynn_off(), malloc_tuned=tune_malloc(training), training=training,
+                     numba_locator=numba_cache.install())
+    return dict(_DONE)
 
 
 def process_pool(jobs: int, initializer=None):

@@ -77,10 +77,10 @@ class ZeroConfig:
     seed: int = field(0, "seed of the net's start, the games and the sampling")
 
 
-def _setup_worker() -> None:
+def _setup_worker(training: bool = False) -> None:
     from alphalite import runtime
 
-    runtime.setup()
+    runtime.setup(training=training)
 
 
 class SelfPlayer:
@@ -111,7 +111,7 @@ class SelfPlayer:
 
 class LearnerActor:
     def __init__(self, workdir: str, cfg: dict, preset: str):
-        _setup_worker()
+        _setup_worker(training=True)
         from alphalite.zero.learner import Learner
 
         c = config_lib.from_dict(ZeroConfig, cfg)
