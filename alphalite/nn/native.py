@@ -155,9 +155,10 @@ def winograd_forward(x, u, bt, at, *, keep_v: bool, fallback, march: str = "nati
     transformed filter ``u [(m+2)^2, C, K]`` (``bt``/``at`` the transform
     matrices B^T and A^T): ``(y, v)``, ``v`` the transformed input
     ``[(m+2)^2, tiles, C]`` when ``keep_v`` (else None). By the fused native
-    kernel on the CPU where it can run (float32, K a multiple of 32);
+    kernel on the CPU where it can run (float32, K a multiple of 32, m
+    from 2 to 5);
     otherwise ``fallback(x, u)``, which must return the same pair."""
-    if x.dtype != jnp.float32 or u.dtype != jnp.float32 or u.shape[2] % 32:
+    if x.dtype != jnp.float32 or u.dtype != jnp.float32 or u.shape[2] % 32 or not 2 <= at.shape[0] <= 5:
         return fallback(x, u)
     target = _library() if march == "native" else load(march)
     if target is None:

@@ -182,12 +182,60 @@ static void products(const float* vb, const float* u, float* mb, int64_t nt, int
   }
 }
 
-// dst[0:len] (+)= coef * src[0:len]; the loops vectorise over channels.
-static inline void axpy(float* dst, const float* src, float coef, int64_t len, bool first) {
-  if (first) {
-    for (int64_t i = 0; i < len; ++i) dst[i] = coef * src[i];
-  } else {
-    for (int64_t i = 0; i < len; ++i) dst[i] += coef * src[i];
+// One tile's transform for a vector of channels (V: vec, or float for the
+// channels left over), its n x n values held in registers: the tile is read
+// and written once per vector. N is a template argument so that the loops
+// unroll.
+
+// v[a][b] = sum_r sum_j bt[a][r] bt[b][j] d[r][j]; d's rows and columns
+// outside [lo, hi) are zero (the board's padding). src(r, j) points at d[r][j].
+template <int N, typename V, typename Src>
+static inline void input_vec(const float* bt, int r_lo, int r_hi, int j_lo, int j_hi, Src src, float* const* dst) {
+  V d[N][N];
+  for (int r = 0; r < N; ++r)
+    for (int j = 0; j < N; ++j) {
+      if (r >= r_lo && r < r_hi && j >= j_lo && j < j_hi) {
+        std::memcpy(&d[r][j], src(r, j), sizeof(V));
+      } else {
+        std::memset(&d[r][j], 0, sizeof(V));
+      }
+    }
+  V t[N][N];
+  for (int a = 0; a < N; ++a)
+    for (int j = 0; j < N; ++j) {
+      V acc = d[0][j] * bt[a * N];
+      for (int r = 1; r < N; ++r) acc += d[r][j] * bt[a * N + r];
+      t[a][j] = acc;
+    }
+  for (int a = 0; a < N; ++a)
+    for (int b = 0; b < N; ++b) {
+      V acc = t[a][0] * bt[b * N];
+      for (int j = 1; j < N; ++j) acc += t[a][j] * bt[b * N + j];
+      std::memcpy(dst[a * N + b], &acc, sizeof(V));
+    }
+}
+
+// y[q][r] = sum_a sum_b at[q][a] at[r][b] M[a][b] for q < q_hi, r < r_hi
+// (the tile's part inside the board); M[a][b] at mb + (a N + b) stride,
+// y[q][r] at y + q row + r col.
+template <int N>
+static inline void output_vec(const float* at, int q_hi, int r_hi, const float* mb, int64_t stride, float* y,
+                              int64_t row, int64_t col) {
+  vec mm[N][N];
+  for (int a = 0; a < N; ++a)
+    for (int b = 0; b < N; ++b) std::memcpy(&mm[a][b], mb + (a * N + b) * stride, sizeof(vec));
+  for (int q = 0; q < q_hi; ++q) {
+    vec t[N];
+    for (int b = 0; b < N; ++b) {
+      vec acc = mm[0][b] * at[q * N];
+      for (int a = 1; a < N; ++a) acc += mm[a][b] * at[q * N + a];
+      t[b] = acc;
+    }
+    for (int r = 0; r < r_hi; ++r) {
+      vec acc = t[0] * at[r * N];
+      for (int b = 1; b < N; ++b) acc += t[b] * at[r * N + b];
+      std::memcpy(y + q * row + r * col, &acc, sizeof(vec));
+    }
   }
 }
 
@@ -199,91 +247,65 @@ struct Fwd {
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
 
-  // B^T d B of tile t into vb[p * TB + i] (p the transformed point, i the
-  // tile's row in the block); tmp holds n x n x C floats.
-  void input_tile(int64_t t, int64_t i, float* vb, float* tmp) const {
-    const int64_t n = s.n, c = s.c;
+  // B^T d B of tile t into vb[(p TB + i) C] (p the transformed point, i the
+  // tile's row in the block).
+  template <int N>
+  void input_tile(int64_t t, int64_t i, float* vb) const {
+    const int64_t c = s.c;
     const int64_t img = t / (s.th * s.tw), ti = (t / s.tw) % s.th, tj = t % s.tw;
     const int64_t r0 = ti * s.m - 1, c0 = tj * s.m - 1;
-    // tmp[a, j] = sum_r bt[a, r] d[r, j] over the rows inside the board
-    for (int64_t a = 0; a < n; ++a) {
-      float* ta = tmp + a * n * c;
-      std::fill(ta, ta + n * c, 0.0f);
-      for (int64_t r = 0; r < n; ++r) {
-        const float coef = bt[a * n + r];
-        const int64_t row = r0 + r;
-        if (coef == 0.0f || row < 0 || row >= s.h) continue;
-        const int64_t j0 = std::max<int64_t>(0, -c0), j1 = std::min<int64_t>(n, s.w - c0);
-        const float* src = x + ((img * s.h + row) * s.w + c0) * c;
-        for (int64_t j = j0; j < j1; ++j) axpy(ta + j * c, src + j * c, coef, c, false);
-      }
+    const int r_lo = r0 < 0 ? -r0 : 0, r_hi = (int)std::min<int64_t>(N, s.h - r0);
+    const int j_lo = c0 < 0 ? -c0 : 0, j_hi = (int)std::min<int64_t>(N, s.w - c0);
+    // pixel (r0 + r, c0 + j) of the image, only read inside the board
+    const float* base = x + (img * s.h * s.w) * c;
+    const int64_t row = s.w * c;
+    float* dst[N * N];
+    int64_t k = 0;
+    for (; k + W <= c; k += W) {
+      for (int p = 0; p < N * N; ++p) dst[p] = vb + (p * TB + i) * c + k;
+      input_vec<N, vec>(bt, r_lo, r_hi, j_lo, j_hi,
+                        [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
     }
-    // vb[a * n + b] = sum_j tmp[a, j] bt[b, j]
-    for (int64_t a = 0; a < n; ++a) {
-      for (int64_t b = 0; b < n; ++b) {
-        float* dst = vb + ((a * n + b) * TB + i) * c;
-        bool first = true;
-        for (int64_t j = 0; j < n; ++j) {
-          const float coef = bt[b * n + j];
-          if (coef == 0.0f) continue;
-          axpy(dst, tmp + (a * n + j) * c, coef, c, first);
-          first = false;
-        }
-        if (first) std::fill(dst, dst + c, 0.0f);
-      }
+    for (; k < c; ++k) {  // channels left over, one at a time
+      for (int p = 0; p < N * N; ++p) dst[p] = vb + (p * TB + i) * c + k;
+      input_vec<N, float>(bt, r_lo, r_hi, j_lo, j_hi,
+                          [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
     }
   }
 
-  // A^T M A of the block's row i, cropped into y; tmp holds m x n x K floats.
-  void output_tile(int64_t t, int64_t i, const float* mb, float* tmp) const {
-    const int64_t n = s.n, m = s.m, k = s.k;
+  // A^T M A of the block's row i, cropped into y (K is a multiple of W).
+  template <int N>
+  void output_tile(int64_t t, int64_t i, const float* mb) const {
+    const int64_t k = s.k, m = s.m;
     const int64_t img = t / (s.th * s.tw), ti = (t / s.tw) % s.th, tj = t % s.tw;
-    // tmp[q, b] = sum_a at[q, a] M[a * n + b]
-    for (int64_t q = 0; q < m; ++q) {
-      for (int64_t b = 0; b < n; ++b) {
-        float* dst = tmp + (q * n + b) * k;
-        bool first = true;
-        for (int64_t a = 0; a < n; ++a) {
-          const float coef = at[q * n + a];
-          if (coef == 0.0f) continue;
-          axpy(dst, mb + ((a * n + b) * TB + i) * k, coef, k, first);
-          first = false;
-        }
-        if (first) std::fill(dst, dst + k, 0.0f);
-      }
+    const int q_hi = (int)std::min<int64_t>(m, s.h - ti * m), r_hi = (int)std::min<int64_t>(m, s.w - tj * m);
+    float* out = y + ((img * s.h + ti * m) * s.w + tj * m) * k;
+    for (int64_t kk = 0; kk < k; kk += W)
+      output_vec<N>(at, q_hi, r_hi, mb + i * k + kk, TB * k, out + kk, s.w * k, k);
+  }
+
+  template <int N>
+  void tiles(int64_t t0, int64_t nt, float* vb, float* mb) const {
+    const int64_t c = s.c, k = s.k;
+    for (int64_t i = 0; i < nt; ++i) input_tile<N>(t0 + i, i, vb);
+    for (int64_t p = 0; p < N * N; ++p) {
+      products(vb + p * TB * c, u + p * c * k, mb + p * TB * k, nt, c, k);
+      if (v) std::memcpy(v + (p * s.tiles + t0) * c, vb + p * TB * c, sizeof(float) * nt * c);
     }
-    // y[q, r] = sum_b tmp[q, b] at[r, b]
-    for (int64_t q = 0; q < m; ++q) {
-      const int64_t row = ti * m + q;
-      if (row >= s.h) break;
-      for (int64_t r = 0; r < m; ++r) {
-        const int64_t col = tj * m + r;
-        if (col >= s.w) break;
-        float* dst = y + ((img * s.h + row) * s.w + col) * k;
-        bool first = true;
-        for (int64_t b = 0; b < n; ++b) {
-          const float coef = at[r * n + b];
-          if (coef == 0.0f) continue;
-          axpy(dst, tmp + (q * n + b) * k, coef, k, first);
-          first = false;
-        }
-        if (first) std::fill(dst, dst + k, 0.0f);
-      }
-    }
+    for (int64_t i = 0; i < nt; ++i) output_tile<N>(t0 + i, i, mb);
   }
 
   void run() {
-    const int64_t nn = s.n * s.n, c = s.c, k = s.k;
-    std::unique_ptr<float[]> vb(new float[nn * TB * c]), mb(new float[nn * TB * k]);
-    std::unique_ptr<float[]> tmp(new float[std::max(nn * c, s.m * s.n * k)]);
+    const int64_t nn = s.n * s.n;
+    std::unique_ptr<float[]> vb(new float[nn * TB * s.c]), mb(new float[nn * TB * s.k]);
     for (int64_t blk; (blk = next.fetch_add(1)) < blocks;) {
       const int64_t t0 = blk * TB, nt = std::min<int64_t>(TB, s.tiles - t0);
-      for (int64_t i = 0; i < nt; ++i) input_tile(t0 + i, i, vb.get(), tmp.get());
-      for (int64_t p = 0; p < nn; ++p) {
-        products(vb.get() + p * TB * c, u + p * c * k, mb.get() + p * TB * k, nt, c, k);
-        if (v) std::memcpy(v + (p * s.tiles + t0) * c, vb.get() + p * TB * c, sizeof(float) * nt * c);
+      switch (s.n) {
+        case 4: tiles<4>(t0, nt, vb.get(), mb.get()); break;
+        case 5: tiles<5>(t0, nt, vb.get(), mb.get()); break;
+        case 6: tiles<6>(t0, nt, vb.get(), mb.get()); break;
+        default: tiles<7>(t0, nt, vb.get(), mb.get()); break;
       }
-      for (int64_t i = 0; i < nt; ++i) output_tile(t0 + i, i, mb.get(), tmp.get());
       done.fetch_add(1, std::memory_order_release);
     }
   }
@@ -297,8 +319,10 @@ static ffi::Error WinogradImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ff
   auto w = std::make_shared<Fwd>();
   Shape& s = w->s;
   s.b = xd[0], s.h = xd[1], s.w = xd[2], s.c = xd[3], s.k = ud[2], s.m = ad[0], s.n = ad[1];
-  if (bd[0] != s.n || bd[1] != s.n || s.n != s.m + 2 || ud[0] != s.n * s.n || ud[1] != s.c || s.k % KB != 0)
-    return ffi::Error::InvalidArgument("alphalite_winograd: shapes do not agree (or K is not a multiple of 32)");
+  if (bd[0] != s.n || bd[1] != s.n || s.n != s.m + 2 || ud[0] != s.n * s.n || ud[1] != s.c || s.k % KB != 0 ||
+      s.n < 4 || s.n > 7)
+    return ffi::Error::InvalidArgument(
+        "alphalite_winograd: shapes do not agree, K is not a multiple of 32, or m is not 2 to 5");
   s.th = (s.h + s.m - 1) / s.m, s.tw = (s.w + s.m - 1) / s.m, s.tiles = s.b * s.th * s.tw;
   w->x = x.typed_data(), w->u = u.typed_data(), w->bt = bt.typed_data(), w->at = at.typed_data();
   w->y = y, w->v = v;
