@@ -10,6 +10,12 @@ the same nets) turns a 3x3 convolution into (m+2)^2 independent
 padding), 4 on 19x19 (padded to 20). The matrices are built from
 interpolation points (``matrices``) and checked when the module loads.
 
+On the CPU the forward pass runs fused in a native kernel
+(alphalite/nn/native.py): the three stages per block of tiles in the cache,
+where XLA's passes over memory between them took as long as the products;
+the XLA version here is the reference and the fallback (other dtypes,
+accelerators, no compiler).
+
 The backward pass is written out (``custom_vjp``) so that autodiff never
 differentiates the overlapping tile gather:
 
