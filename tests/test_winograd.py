@@ -159,6 +159,42 @@ def test_native_forward_built_for_avx2_matches_xla(b, h, w, c, k, m):
     assert native.load(AVX2) + "_winograd_v" in hlo
 
 
+def _weight_grad_pair(b, h, w, c, k, m, march="native"):
+    """du by the native weight gradient (dy's transform fused in) for
+    ``march``, the float64 einsum of XLA's transforms, and the HLO."""
+    rng = np.random.default_rng(b * h + c)
+    x = jnp.asarray(rng.standard_normal((b, h, w, c)), jnp.float32)
+    dy = jnp.asarray(rng.standard_normal((b, h, w, k)), jnp.float32)
+    v = winograd.input_transform(x, m)
+    dm = winograd.output_transform_t(dy, m)
+    want = np.einsum("anc,ank->ack", np.asarray(v, np.float64), np.asarray(dm, np.float64))
+    f = jax.jit(lambda v, dy: native.winograd_weight_grad(v, dy, winograd._MATS[m][0], march=march,
+                                                          fallback=lambda v, dy: jnp.zeros((v.shape[0], c, k))))
+    return np.asarray(f(v, dy)), want, f.lower(v, dy).as_text()
+
+
+@pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES)
+def test_native_weight_gradient_from_dy_matches_xla(b, h, w, c, k, m):
+    """The weight gradient with dy's transform fused in, summed over blocks
+    of 64 tiles by each worker and then over workers (33 x 25 tiles: 13
+    blocks, the last short), agrees with XLA's transform and the product."""
+    if not native.available():
+        pytest.skip("no native kernels here (ALPHALITE_NATIVE=0 or no C++ compiler)")
+    got, want, hlo = _weight_grad_pair(b, h, w, c, k, m)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert native.TARGET + "_winograd_dw" in hlo
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64-v3 is an x86 target")
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler")
+@pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES[:3])
+def test_native_weight_gradient_from_dy_built_for_avx2_matches_xla(b, h, w, c, k, m):
+    got, want, hlo = _weight_grad_pair(b, h, w, c, k, m, march=AVX2)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert native.load(AVX2) + "_winograd_dw" in hlo
+
+
 def test_native_kernel_falls_back_where_it_cannot_run():
     """K not a multiple of 32, or bfloat16: XLA's product, same values."""
     rng = np.random.default_rng(0)

@@ -40,9 +40,11 @@ import jax.numpy as jnp
 from jax import lax
 
 TARGET = "alphalite_tn"
-# FFI targets: the weight gradient, the forward convolution, and the forward
-# that also returns the transformed input (kept for the backward pass).
-SYMBOLS = {"": "AlphaliteTn", "_winograd": "AlphaliteWinograd", "_winograd_v": "AlphaliteWinogradV"}
+# FFI targets: the weight gradient's products, the forward convolution, the
+# forward that also returns the transformed input (kept for the backward
+# pass), and the weight gradient from dy (its transform fused in).
+SYMBOLS = {"": "AlphaliteTn", "_winograd": "AlphaliteWinograd", "_winograd_v": "AlphaliteWinogradV",
+           "_winograd_dw": "AlphaliteWinogradDw"}
 SOURCE = Path(__file__).with_name("native_winograd.cc")
 
 
@@ -166,3 +168,22 @@ def winograd_forward(x, u, bt, at, *, keep_v: bool, fallback, march: str = "nati
     native = functools.partial(_winograd_native, bt=jnp.asarray(bt), at=jnp.asarray(at), target=target,
                                keep_v=keep_v)
     return lax.platform_dependent(x, u, cpu=native, default=fallback)
+
+
+def winograd_weight_grad(v, dy, at, *, fallback, march: str = "native"):
+    """``du [(m+2)^2, C, K]``, the weight gradient before the filter
+    transform's transpose: ``sum over tiles of v^T (A dy A^T)`` with ``v``
+    the forward's transformed input ``[(m+2)^2, tiles, C]`` and ``dy [B, H,
+    W, K]``. By the native kernel, with the transform of ``dy`` fused in,
+    where it can run (as ``winograd_forward``); otherwise ``fallback(v, dy)``."""
+    if v.dtype != jnp.float32 or dy.dtype != jnp.float32 or dy.shape[3] % 32 or not 2 <= at.shape[0] <= 5:
+        return fallback(v, dy)
+    target = _library() if march == "native" else load(march)
+    if target is None:
+        return fallback(v, dy)
+
+    def native(v, dy):
+        out = jax.ShapeDtypeStruct((v.shape[0], v.shape[2], dy.shape[3]), jnp.float32)
+        return jax.ffi.ffi_call(target + "_winograd_dw", out)(v, dy, jnp.asarray(at))
+
+    return lax.platform_dependent(v, dy, cpu=native, default=fallback)

@@ -38,12 +38,12 @@ constexpr int KB = 2 * W;  // output columns per block; K % 32 == 0 makes it who
 // every output block passes over them.
 constexpr int64_t CHUNK = 256;
 
-// out[c0:c0+CB, k0:k0+KB] (+)= rows n0..n1 of v[:, c0:c0+CB]^T d[:, k0:k0+KB].
+// out[c0:c0+CB, k0:k0+KB] (+ if add)= rows n0..n1 of v[:, c0:c0+CB]^T d[:, k0:k0+KB].
 template <int CB>
 static void block(const float* v, const float* d, float* out, int64_t n0, int64_t n1, int64_t c, int64_t k,
-                  int64_t c0, int64_t k0) {
+                  int64_t c0, int64_t k0, bool add) {
   vec acc[CB][2] = {};
-  if (n0 > 0) {
+  if (add) {
     for (int r = 0; r < CB; ++r) {
       std::memcpy(&acc[r][0], out + (c0 + r) * k + k0, sizeof(vec));
       std::memcpy(&acc[r][1], out + (c0 + r) * k + k0 + W, sizeof(vec));
@@ -65,25 +65,28 @@ static void block(const float* v, const float* d, float* out, int64_t n0, int64_
   }
 }
 
-// One batch element; k is a multiple of KB.
-static void product(const float* v, const float* d, float* out, int64_t n, int64_t c, int64_t k) {
-  for (int64_t n0 = 0; n0 < n; n0 += CHUNK) {
-    int64_t n1 = n0 + CHUNK < n ? n0 + CHUNK : n;
-    for (int64_t k0 = 0; k0 < k; k0 += KB) {
-      int64_t c0 = 0;
-      for (; c0 + CBMAX <= c; c0 += CBMAX) block<CBMAX>(v, d, out, n0, n1, c, k, c0, k0);
-      switch (c - c0) {  // fewer than CBMAX rows left
-        case 7: block<7>(v, d, out, n0, n1, c, k, c0, k0); break;
-        case 6: block<6>(v, d, out, n0, n1, c, k, c0, k0); break;
-        case 5: block<5>(v, d, out, n0, n1, c, k, c0, k0); break;
-        case 4: block<4>(v, d, out, n0, n1, c, k, c0, k0); break;
-        case 3: block<3>(v, d, out, n0, n1, c, k, c0, k0); break;
-        case 2: block<2>(v, d, out, n0, n1, c, k, c0, k0); break;
-        case 1: block<1>(v, d, out, n0, n1, c, k, c0, k0); break;
-        default: break;
-      }
+// out (+ if add)= rows n0..n1 of v^T d, for all c x k outputs.
+static void rows_tn(const float* v, const float* d, float* out, int64_t n0, int64_t n1, int64_t c, int64_t k,
+                    bool add) {
+  for (int64_t k0 = 0; k0 < k; k0 += KB) {
+    int64_t c0 = 0;
+    for (; c0 + CBMAX <= c; c0 += CBMAX) block<CBMAX>(v, d, out, n0, n1, c, k, c0, k0, add);
+    switch (c - c0) {  // fewer than CBMAX rows left
+      case 7: block<7>(v, d, out, n0, n1, c, k, c0, k0, add); break;
+      case 6: block<6>(v, d, out, n0, n1, c, k, c0, k0, add); break;
+      case 5: block<5>(v, d, out, n0, n1, c, k, c0, k0, add); break;
+      case 4: block<4>(v, d, out, n0, n1, c, k, c0, k0, add); break;
+      case 3: block<3>(v, d, out, n0, n1, c, k, c0, k0, add); break;
+      case 2: block<2>(v, d, out, n0, n1, c, k, c0, k0, add); break;
+      case 1: block<1>(v, d, out, n0, n1, c, k, c0, k0, add); break;
+      default: break;
     }
   }
+}
+
+// One batch element; k is a multiple of KB.
+static void product(const float* v, const float* d, float* out, int64_t n, int64_t c, int64_t k) {
+  for (int64_t n0 = 0; n0 < n; n0 += CHUNK) rows_tn(v, d, out, n0, std::min(n0 + CHUNK, n), c, k, n0 > 0);
   if (n == 0) std::memset(out, 0, sizeof(float) * c * k);
 }
 
@@ -362,4 +365,124 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(AlphaliteWinogradV, WinogradYV,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+// ---------------------------------------------------------------------------
+// The weight gradient from dy, fused: du[p] = sum over tiles of V[p]^T dM[p],
+// dM = A dy A^T of each tile computed per block of tiles in the cache (XLA
+// wrote it out to memory first). Each worker sums its blocks into its own
+// du, and the workers' sums are added at the end.
+
+// At most this many tiles a block; fewer when that leaves under 16 blocks
+// (a 9x9 batch of 64 has 576 tiles), so that the workers' shares even out.
+constexpr int64_t DW_TILES = 64;
+
+// dM[a][b] = sum_q sum_r at[q][a] at[r][b] dy[q][r] for one vector of
+// output channels; dy is zero past the board (q >= q_hi or r >= r_hi).
+template <int N>
+static inline void dm_vec(const float* at, int m, int q_hi, int r_hi, const float* dy, int64_t row, int64_t col,
+                          float* dm, int64_t stride) {
+  vec s[N][8];  // s[a][r] = sum_q at[q][a] dy[q][r] (m <= 5 < 8)
+  for (int a = 0; a < N; ++a)
+    for (int r = 0; r < m; ++r) std::memset(&s[a][r], 0, sizeof(vec));
+  for (int q = 0; q < q_hi; ++q)
+    for (int r = 0; r < r_hi; ++r) {
+      vec d;
+      std::memcpy(&d, dy + q * row + r * col, sizeof(vec));
+      for (int a = 0; a < N; ++a) s[a][r] += d * at[q * N + a];
+    }
+  for (int a = 0; a < N; ++a)
+    for (int b = 0; b < N; ++b) {
+      vec acc = s[a][0] * at[b];
+      for (int r = 1; r < m; ++r) acc += s[a][r] * at[r * N + b];
+      std::memcpy(dm + (a * N + b) * stride, &acc, sizeof(vec));
+    }
+}
+
+struct Dw {
+  const float *v, *dy, *at;
+  float* out;
+  Shape s;
+  int64_t chunk, blocks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::atomic<int> merging{0};
+
+  template <int N>
+  void block_dm(int64_t t0, int64_t nt, float* dmb) const {
+    const int64_t k = s.k, m = s.m;
+    for (int64_t i = 0; i < nt; ++i) {
+      const int64_t t = t0 + i;
+      const int64_t img = t / (s.th * s.tw), ti = (t / s.tw) % s.th, tj = t % s.tw;
+      const int q_hi = (int)std::min<int64_t>(m, s.h - ti * m), r_hi = (int)std::min<int64_t>(m, s.w - tj * m);
+      const float* src = dy + ((img * s.h + ti * m) * s.w + tj * m) * k;
+      for (int64_t kk = 0; kk < k; kk += W)
+        dm_vec<N>(at, (int)m, q_hi, r_hi, src + kk, s.w * k, k, dmb + i * k + kk, DW_TILES * k);
+    }
+  }
+
+  void run() {
+    const int64_t nn = s.n * s.n, c = s.c, k = s.k;
+    std::unique_ptr<float[]> dmb(new float[nn * DW_TILES * k]), du;
+    int64_t mine = 0;
+    for (int64_t blk; (blk = next.fetch_add(1)) < blocks;) {
+      if (!du) du.reset(new float[nn * c * k]);
+      const int64_t t0 = blk * chunk, nt = std::min<int64_t>(chunk, s.tiles - t0);
+      switch (s.n) {
+        case 4: block_dm<4>(t0, nt, dmb.get()); break;
+        case 5: block_dm<5>(t0, nt, dmb.get()); break;
+        case 6: block_dm<6>(t0, nt, dmb.get()); break;
+        default: block_dm<7>(t0, nt, dmb.get()); break;
+      }
+      for (int64_t p = 0; p < nn; ++p)
+        rows_tn(v + (p * s.tiles + t0) * c, dmb.get() + p * DW_TILES * k, du.get() + p * c * k, 0, nt, c, k,
+                mine > 0);
+      ++mine;
+    }
+    if (!mine) return;
+    // add this worker's sum into out (the first to come copies it)
+    while (merging.exchange(1, std::memory_order_acquire)) {
+    }
+    if (done.load(std::memory_order_relaxed) == 0) {
+      std::memcpy(out, du.get(), sizeof(float) * nn * c * k);
+    } else {
+      for (int64_t i = 0; i < nn * c * k; ++i) out[i] += du[i];
+    }
+    done.fetch_add(mine, std::memory_order_release);
+    merging.store(0, std::memory_order_release);
+  }
+};
+
+static ffi::Error WinogradDw(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> v, ffi::Buffer<ffi::F32> dy,
+                             ffi::Buffer<ffi::F32> at, ffi::ResultBuffer<ffi::F32> du) {
+  auto vd = v.dimensions(), yd = dy.dimensions(), ad = at.dimensions();
+  if (vd.size() != 3 || yd.size() != 4 || ad.size() != 2)
+    return ffi::Error::InvalidArgument("alphalite_winograd_dw: want v [N*N, tiles, C], dy [B, H, W, K], at [M, N]");
+  auto w = std::make_shared<Dw>();
+  Shape& s = w->s;
+  s.b = yd[0], s.h = yd[1], s.w = yd[2], s.k = yd[3], s.c = vd[2], s.m = ad[0], s.n = ad[1];
+  s.th = (s.h + s.m - 1) / s.m, s.tw = (s.w + s.m - 1) / s.m, s.tiles = s.b * s.th * s.tw;
+  if (s.n != s.m + 2 || s.n < 4 || s.n > 7 || vd[0] != s.n * s.n || vd[1] != s.tiles || s.k % KB != 0)
+    return ffi::Error::InvalidArgument(
+        "alphalite_winograd_dw: shapes do not agree, K is not a multiple of 32, or m is not 2 to 5");
+  w->v = v.typed_data(), w->dy = dy.typed_data(), w->at = at.typed_data(), w->out = du->typed_data();
+  w->chunk = std::max<int64_t>(1, std::min<int64_t>(DW_TILES, (s.tiles + 15) / 16));
+  w->blocks = (s.tiles + w->chunk - 1) / w->chunk;
+  if (w->blocks == 0) {
+    std::memset(w->out, 0, sizeof(float) * s.n * s.n * s.c * s.k);
+    return ffi::Error::Success();
+  }
+  for (int64_t t = 1; t < pool.num_threads() && t < w->blocks; ++t) pool.Schedule([w] { w->run(); });
+  w->run();
+  while (w->done.load(std::memory_order_acquire) < w->blocks) {
+  }
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(AlphaliteWinogradDw, WinogradDw,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());

@@ -203,8 +203,9 @@ def _fwd(x, w, m):
 
 def _bwd(m, res, dy):
     v, w = res
-    dm = output_transform_t(dy, m)
-    dw = filter_transform_t(native.batched_tn(v, dm), m).astype(w.dtype)
+    du = native.winograd_weight_grad(v, dy, _MATS[m][0],
+                                     fallback=lambda v, dy: native.batched_tn(v, output_transform_t(dy, m)))
+    dw = filter_transform_t(du, m).astype(w.dtype)
     # dx is the same convolution of dy with the kernel turned 180 degrees and
     # its channel axes swapped.
     dx = _forward(dy, jnp.transpose(w[::-1, ::-1], (0, 1, 3, 2)), m, keep_v=False)[0]
