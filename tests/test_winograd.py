@@ -67,6 +67,21 @@ def test_gradients_match_xla(size, m, c, k):
     np.testing.assert_allclose(gk, rk, rtol=1e-4, atol=1e-4 * float(jnp.abs(rk).max()))
 
 
+def test_large_batches_take_the_fused_weight_gradient():
+    """From FUSED_WEIGHT_GRAD_TILES tiles the backward pass takes the weight
+    gradient with dy's transform fused in (and below it XLA's transform and
+    the product), with the same gradients either way."""
+    for b in (2, 41):  # 50 and 1,025 tiles of 19x19
+        x, kern = _inputs(b, 19, 19, 32, 32, seed=b)
+        f = jax.jit(jax.grad(lambda x, k: jnp.sum(jnp.sin(winograd.conv3x3(x, k))), argnums=(0, 1)))
+        gx, gk = f(x, kern)
+        rx, rk = jax.grad(lambda x, k: jnp.sum(jnp.sin(winograd.reference_conv3x3(x, k))), argnums=(0, 1))(x, kern)
+        np.testing.assert_allclose(gx, rx, rtol=1e-4, atol=1e-4 * float(jnp.abs(rx).max()))
+        np.testing.assert_allclose(gk, rk, rtol=1e-4, atol=1e-4 * float(jnp.abs(rk).max()))
+        fused = b * 25 >= winograd.FUSED_WEIGHT_GRAD_TILES and native.available()
+        assert (native.TARGET + "_winograd_dw" in f.lower(x, kern).as_text()) == fused
+
+
 def _native_expected() -> bool:
     return os.environ.get("ALPHALITE_NATIVE", "1") != "0" and shutil.which(os.environ.get("CXX", "c++")) is not None
 
@@ -148,7 +163,7 @@ def test_native_forward_matches_xla(b, h, w, c, k, m):
 @pytest.mark.subprocess
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64-v3 is an x86 target")
 @pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler")
-@pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES[:3])
+@pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES)
 def test_native_forward_built_for_avx2_matches_xla(b, h, w, c, k, m):
     """The fused forward as an AVX2-only host builds it (the row blocks are
     6 tiles there, not 8) agrees with XLA on any x86 host."""
@@ -175,24 +190,41 @@ def _weight_grad_pair(b, h, w, c, k, m, march="native"):
 
 @pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES)
 def test_native_weight_gradient_from_dy_matches_xla(b, h, w, c, k, m):
-    """The weight gradient with dy's transform fused in, summed over blocks
-    of 64 tiles by each worker and then over workers (33 x 25 tiles: 13
-    blocks, the last short), agrees with XLA's transform and the product."""
+    """The weight gradient with dy's transform fused in, summed over eight
+    fixed runs of tiles in blocks of at most 64 (33 x 25 tiles: runs of 103
+    or 104, two blocks each) and then over the runs, agrees with XLA's
+    transform and the product, to the same bits every time whichever
+    thread took which run."""
     if not native.available():
         pytest.skip("no native kernels here (ALPHALITE_NATIVE=0 or no C++ compiler)")
     got, want, hlo = _weight_grad_pair(b, h, w, c, k, m)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     assert native.TARGET + "_winograd_dw" in hlo
+    for _ in range(3):
+        np.testing.assert_array_equal(_weight_grad_pair(b, h, w, c, k, m)[0], got)
 
 
 @pytest.mark.subprocess
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64-v3 is an x86 target")
 @pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler")
-@pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES[:3])
+@pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES)
 def test_native_weight_gradient_from_dy_built_for_avx2_matches_xla(b, h, w, c, k, m):
     got, want, hlo = _weight_grad_pair(b, h, w, c, k, m, march=AVX2)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     assert native.load(AVX2) + "_winograd_dw" in hlo
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64-v4 is an x86 target")
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler")
+def test_native_kernels_build_for_avx512():
+    """The AVX-512 build compiles on any x86 host (an AVX2-only host cannot
+    run it, but must not be the first to find it broken) and uses the zmm
+    registers its row blocks are sized for."""
+    lib = native.build("x86-64-v4")
+    if shutil.which("objdump"):
+        asm = subprocess.run(["objdump", "-d", str(lib)], capture_output=True, text=True).stdout
+        assert "zmm" in asm
 
 
 def test_native_kernel_falls_back_where_it_cannot_run():

@@ -15,7 +15,8 @@ jaxlib's FFI headers the first time it is needed, and cached by source,
 jaxlib version, CPU and target under ``$ALPHALITE_CACHE`` (default
 ``~/.cache/alphalite``). Training builds it for ``-march=native``;
 ``load(march)`` builds it for another target (the tests run the AVX2 build,
-``x86-64-v3``, on any x86 host, so no AVX-512 path goes untested). Without
+``x86-64-v3``, on any x86 host, so an AVX-512 host tests the code an AVX2
+host runs; an AVX2 host only compiles the AVX-512 build, ``x86-64-v4``). Without
 a compiler, with ``ALPHALITE_NATIVE=0``, off the CPU, or for other dtypes and
 shapes the einsum runs instead, so the results are the same to float32
 rounding either way.

@@ -322,7 +322,7 @@ static ffi::Error WinogradImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ff
   auto w = std::make_shared<Fwd>();
   Shape& s = w->s;
   s.b = xd[0], s.h = xd[1], s.w = xd[2], s.c = xd[3], s.k = ud[2], s.m = ad[0], s.n = ad[1];
-  if (bd[0] != s.n || bd[1] != s.n || s.n != s.m + 2 || ud[0] != s.n * s.n || ud[1] != s.c || s.k % KB != 0 ||
+  if (bd[0] != s.n || bd[1] != s.n || s.n != s.m + 2 || ud[0] != s.n * s.n || ud[1] != s.c || s.k % 32 != 0 ||
       s.n < 4 || s.n > 7)
     return ffi::Error::InvalidArgument(
         "alphalite_winograd: shapes do not agree, K is not a multiple of 32, or m is not 2 to 5");
@@ -370,12 +370,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(AlphaliteWinogradV, WinogradYV,
 // ---------------------------------------------------------------------------
 // The weight gradient from dy, fused: du[p] = sum over tiles of V[p]^T dM[p],
 // dM = A dy A^T of each tile computed per block of tiles in the cache (XLA
-// wrote it out to memory first). Each worker sums its blocks into its own
-// du, and the workers' sums are added at the end.
+// wrote it out to memory first). The tiles are split into GROUPS runs in a
+// fixed way; a worker takes a whole run and sums its blocks, in order, into
+// the run's own du; the caller adds the runs' sums in order at the end. So
+// the result does not depend on which thread took what (the same bits every
+// time, as XLA's product gave).
 
-// At most this many tiles a block; fewer when that leaves under 16 blocks
-// (a 9x9 batch of 64 has 576 tiles), so that the workers' shares even out.
-constexpr int64_t DW_TILES = 64;
+constexpr int64_t DW_TILES = 64;  // tiles a block, at most
+constexpr int64_t GROUPS = 8;     // runs of tiles (one per 200 tiles if fewer)
 
 // dM[a][b] = sum_q sum_r at[q][a] at[r][b] dy[q][r] for one vector of
 // output channels; dy is zero past the board (q >= q_hi or r >= r_hi).
@@ -403,10 +405,10 @@ struct Dw {
   const float *v, *dy, *at;
   float* out;
   Shape s;
-  int64_t chunk, blocks;
+  int64_t groups;
+  std::unique_ptr<float[]> sums;  // groups x (n n C K)
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
-  std::atomic<int> merging{0};
 
   template <int N>
   void block_dm(int64_t t0, int64_t nt, float* dmb) const {
@@ -423,33 +425,27 @@ struct Dw {
 
   void run() {
     const int64_t nn = s.n * s.n, c = s.c, k = s.k;
-    std::unique_ptr<float[]> dmb(new float[nn * DW_TILES * k]), du;
-    int64_t mine = 0;
-    for (int64_t blk; (blk = next.fetch_add(1)) < blocks;) {
-      if (!du) du.reset(new float[nn * c * k]);
-      const int64_t t0 = blk * chunk, nt = std::min<int64_t>(chunk, s.tiles - t0);
-      switch (s.n) {
-        case 4: block_dm<4>(t0, nt, dmb.get()); break;
-        case 5: block_dm<5>(t0, nt, dmb.get()); break;
-        case 6: block_dm<6>(t0, nt, dmb.get()); break;
-        default: block_dm<7>(t0, nt, dmb.get()); break;
+    std::unique_ptr<float[]> dmb;
+    for (int64_t g; (g = next.fetch_add(1)) < groups;) {
+      if (!dmb) dmb.reset(new float[nn * DW_TILES * k]);
+      float* du = sums.get() + g * nn * c * k;
+      const int64_t first = g * s.tiles / groups, last = (g + 1) * s.tiles / groups;
+      // blocks of even size, at most DW_TILES
+      const int64_t nb = (last - first + DW_TILES - 1) / DW_TILES, step = (last - first + nb - 1) / nb;
+      for (int64_t t0 = first; t0 < last; t0 += step) {
+        const int64_t nt = std::min<int64_t>(step, last - t0);
+        switch (s.n) {
+          case 4: block_dm<4>(t0, nt, dmb.get()); break;
+          case 5: block_dm<5>(t0, nt, dmb.get()); break;
+          case 6: block_dm<6>(t0, nt, dmb.get()); break;
+          default: block_dm<7>(t0, nt, dmb.get()); break;
+        }
+        for (int64_t p = 0; p < nn; ++p)
+          rows_tn(v + (p * s.tiles + t0) * c, dmb.get() + p * DW_TILES * k, du + p * c * k, 0, nt, c, k,
+                  t0 > first);
       }
-      for (int64_t p = 0; p < nn; ++p)
-        rows_tn(v + (p * s.tiles + t0) * c, dmb.get() + p * DW_TILES * k, du.get() + p * c * k, 0, nt, c, k,
-                mine > 0);
-      ++mine;
+      done.fetch_add(1, std::memory_order_release);
     }
-    if (!mine) return;
-    // add this worker's sum into out (the first to come copies it)
-    while (merging.exchange(1, std::memory_order_acquire)) {
-    }
-    if (done.load(std::memory_order_relaxed) == 0) {
-      std::memcpy(out, du.get(), sizeof(float) * nn * c * k);
-    } else {
-      for (int64_t i = 0; i < nn * c * k; ++i) out[i] += du[i];
-    }
-    done.fetch_add(mine, std::memory_order_release);
-    merging.store(0, std::memory_order_release);
   }
 };
 
@@ -461,21 +457,28 @@ static ffi::Error WinogradDw(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> v, ffi:
   auto w = std::make_shared<Dw>();
   Shape& s = w->s;
   s.b = yd[0], s.h = yd[1], s.w = yd[2], s.k = yd[3], s.c = vd[2], s.m = ad[0], s.n = ad[1];
-  s.th = (s.h + s.m - 1) / s.m, s.tw = (s.w + s.m - 1) / s.m, s.tiles = s.b * s.th * s.tw;
-  if (s.n != s.m + 2 || s.n < 4 || s.n > 7 || vd[0] != s.n * s.n || vd[1] != s.tiles || s.k % KB != 0)
+  if (s.n != s.m + 2 || s.n < 4 || s.n > 7 || vd[0] != s.n * s.n || s.k % 32 != 0)
     return ffi::Error::InvalidArgument(
         "alphalite_winograd_dw: shapes do not agree, K is not a multiple of 32, or m is not 2 to 5");
+  s.th = (s.h + s.m - 1) / s.m, s.tw = (s.w + s.m - 1) / s.m, s.tiles = s.b * s.th * s.tw;
+  if (vd[1] != s.tiles) return ffi::Error::InvalidArgument("alphalite_winograd_dw: v's tiles are not dy's");
+  const int64_t size = s.n * s.n * s.c * s.k;
   w->v = v.typed_data(), w->dy = dy.typed_data(), w->at = at.typed_data(), w->out = du->typed_data();
-  w->chunk = std::max<int64_t>(1, std::min<int64_t>(DW_TILES, (s.tiles + 15) / 16));
-  w->blocks = (s.tiles + w->chunk - 1) / w->chunk;
-  if (w->blocks == 0) {
-    std::memset(w->out, 0, sizeof(float) * s.n * s.n * s.c * s.k);
+  // the caller adds the runs' sums alone: few runs for few tiles
+  w->groups = std::min<int64_t>(GROUPS, (s.tiles + 199) / 200);
+  if (w->groups == 0) {
+    std::memset(w->out, 0, sizeof(float) * size);
     return ffi::Error::Success();
   }
-  for (int64_t t = 1; t < pool.num_threads() && t < w->blocks; ++t) pool.Schedule([w] { w->run(); });
+  w->sums.reset(new float[w->groups * size]);
+  for (int64_t t = 1; t < pool.num_threads() && t < w->groups; ++t) pool.Schedule([w] { w->run(); });
   w->run();
-  while (w->done.load(std::memory_order_acquire) < w->blocks) {
+  while (w->done.load(std::memory_order_acquire) < w->groups) {
   }
+  const float* sums = w->sums.get();
+  std::memcpy(w->out, sums, sizeof(float) * size);
+  for (int64_t g = 1; g < w->groups; ++g)
+    for (int64_t i = 0; i < size; ++i) w->out[i] += sums[g * size + i];
   return ffi::Error::Success();
 }
 
