@@ -88,8 +88,7 @@ def build(march: str = "native") -> Path:
 def load(march: str = "native") -> str:
     """Build, load and register the kernels for ``-march=MARCH`` once per
     process; the weight gradient's FFI target name (``TARGET`` for native;
-    the forward's are that name with ``_winograd`` and ``_winograd_v``
-    appended). Raises OSError or SubprocessError when they cannot be built
+    the other kernels' are that name with the suffixes of ``SYMBOLS``). Raises OSError or SubprocessError when they cannot be built
     or loaded."""
     lib = ctypes.cdll.LoadLibrary(str(build(march)))  # the cache keeps it loaded
     name = TARGET if march == "native" else f"{TARGET}_{re.sub(r'[^0-9A-Za-z]', '_', march)}"
@@ -159,8 +158,8 @@ def winograd_forward(x, u, bt, at, *, keep_v: bool, fallback, march: str = "nati
     matrices B^T and A^T): ``(y, v)``, ``v`` the transformed input
     ``[(m+2)^2, tiles, C]`` when ``keep_v`` (else None). By the fused native
     kernel on the CPU where it can run (float32, K a multiple of 32, m
-    from 2 to 5);
-    otherwise ``fallback(x, u)``, which must return the same pair."""
+    from 2 to 5); otherwise ``fallback(x, u)``, which must return the same
+    pair."""
     if x.dtype != jnp.float32 or u.dtype != jnp.float32 or u.shape[2] % 32 or not 2 <= at.shape[0] <= 5:
         return fallback(x, u)
     target = _library() if march == "native" else load(march)

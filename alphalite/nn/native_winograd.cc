@@ -106,6 +106,18 @@ struct Work {
   }
 };
 
+// Runs job->run() on the caller and up to tasks - 1 threads of XLA's pool;
+// returns once job->done reaches tasks. The caller works too and waits only
+// for the tasks to finish, never for a helper to start: a helper that starts
+// late finds nothing left. The shared job outlives every helper's lambda.
+template <typename Job>
+static void share(ffi::ThreadPool& pool, const std::shared_ptr<Job>& job, int64_t tasks) {
+  for (int64_t t = 1; t < pool.num_threads() && t < tasks; ++t) pool.Schedule([job] { job->run(); });
+  job->run();
+  while (job->done.load(std::memory_order_acquire) < tasks) {
+  }
+}
+
 static ffi::Error Impl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> v, ffi::Buffer<ffi::F32> d,
                        ffi::ResultBuffer<ffi::F32> out) {
   auto vd = v.dimensions(), dd = d.dimensions();
@@ -119,12 +131,7 @@ static ffi::Error Impl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> v, ffi::Buffe
   w->n = vd[1];
   w->c = vd[2];
   w->k = dd[2];
-  // The caller works too and waits only for the products to finish, never
-  // for a helper to start: a helper that starts late finds nothing left.
-  for (int64_t t = 1; t < pool.num_threads() && t < w->a; ++t) pool.Schedule([w] { w->run(); });
-  w->run();
-  while (w->done.load(std::memory_order_acquire) < w->a) {
-  }
+  share(pool, w, w->a);
   return ffi::Error::Success();
 }
 
@@ -330,10 +337,7 @@ static ffi::Error WinogradImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ff
   w->x = x.typed_data(), w->u = u.typed_data(), w->bt = bt.typed_data(), w->at = at.typed_data();
   w->y = y, w->v = v;
   w->blocks = (s.tiles + TB - 1) / TB;
-  for (int64_t t = 1; t < pool.num_threads() && t < w->blocks; ++t) pool.Schedule([w] { w->run(); });
-  w->run();
-  while (w->done.load(std::memory_order_acquire) < w->blocks) {
-  }
+  share(pool, w, w->blocks);
   return ffi::Error::Success();
 }
 
@@ -471,10 +475,7 @@ static ffi::Error WinogradDw(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> v, ffi:
     return ffi::Error::Success();
   }
   w->sums.reset(new float[w->groups * size]);
-  for (int64_t t = 1; t < pool.num_threads() && t < w->groups; ++t) pool.Schedule([w] { w->run(); });
-  w->run();
-  while (w->done.load(std::memory_order_acquire) < w->groups) {
-  }
+  share(pool, w, w->groups);
   const float* sums = w->sums.get();
   std::memcpy(w->out, sums, sizeof(float) * size);
   for (int64_t g = 1; g < w->groups; ++g)

@@ -177,7 +177,7 @@ def filter_transform_t(du, m: int):
     return _sandwich(_MATS[m][1].T, du.reshape(m + 2, m + 2, c, k))
 
 
-def _forward(x, w, m, keep_v: bool, march: str = "native"):
+def _forward(x, w, m, keep_v: bool):
     """``(y, v)``: the convolution and, when ``keep_v``, the transformed
     input (else None). On the CPU the fused native kernel runs it."""
     at, _, bt = _MATS[m]
@@ -188,7 +188,7 @@ def _forward(x, w, m, keep_v: bool, march: str = "native"):
         return y, (v if keep_v else None)
 
     u = filter_transform(w, m).astype(x.dtype)
-    return native.winograd_forward(x, u, bt, at, keep_v=keep_v, fallback=xla, march=march)
+    return native.winograd_forward(x, u, bt, at, keep_v=keep_v, fallback=xla)
 
 
 # The weight gradient with dy's transform fused in (native.winograd_weight_grad)
@@ -210,6 +210,7 @@ def _fwd(x, w, m):
 
 def _bwd(m, res, dy):
     v, w = res
+
     def unfused(v, dy):
         return native.batched_tn(v, output_transform_t(dy, m))
 
