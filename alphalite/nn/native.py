@@ -125,7 +125,20 @@ def _einsum(v, d):
     return jnp.einsum("anc,ank->ack", v, d)
 
 
-def _native(v, d, target=TARGET):
+def _on_cpu(native, fallback, *args, fits: bool, march: str):
+    """``native(*args, target=...)`` on the CPU when the kernels can run on
+    these arrays (all float32, and ``fits``: the caller's shape condition)
+    and are built for ``march`` (native: ``_library()``; another target
+    must build); ``fallback(*args)`` otherwise and off the CPU."""
+    if not fits or any(a.dtype != jnp.float32 for a in args):
+        return fallback(*args)
+    target = _library() if march == "native" else load(march)
+    if target is None:
+        return fallback(*args)
+    return lax.platform_dependent(*args, cpu=functools.partial(native, target=target), default=fallback)
+
+
+def _native(v, d, *, target):
     out = jax.ShapeDtypeStruct((v.shape[0], v.shape[2], d.shape[2]), jnp.float32)
     return jax.ffi.ffi_call(target, out)(v, d)
 
@@ -134,15 +147,10 @@ def batched_tn(v, d, *, march: str = "native"):
     """``einsum("anc,ank->ack", v, d)``, by the native kernel on the CPU when
     it can be used (float32, K a multiple of 32). ``march`` other than
     native: the kernel built for that target, which must build."""
-    if v.dtype != jnp.float32 or d.dtype != jnp.float32 or d.shape[2] % 32 or v.shape[:2] != d.shape[:2]:
-        return _einsum(v, d)
-    target = _library() if march == "native" else load(march)
-    if target is None:
-        return _einsum(v, d)
-    return lax.platform_dependent(v, d, cpu=functools.partial(_native, target=target), default=_einsum)
+    return _on_cpu(_native, _einsum, v, d, fits=d.shape[2] % 32 == 0 and v.shape[:2] == d.shape[:2], march=march)
 
 
-def _winograd_native(x, u, bt, at, *, target, keep_v):
+def _winograd_native(x, u, *, bt, at, target, keep_v):
     n, h, w, _ = x.shape
     y = jax.ShapeDtypeStruct((n, h, w, u.shape[2]), jnp.float32)
     if not keep_v:
@@ -160,14 +168,13 @@ def winograd_forward(x, u, bt, at, *, keep_v: bool, fallback, march: str = "nati
     kernel on the CPU where it can run (float32, K a multiple of 32, m
     from 2 to 5); otherwise ``fallback(x, u)``, which must return the same
     pair."""
-    if x.dtype != jnp.float32 or u.dtype != jnp.float32 or u.shape[2] % 32 or not 2 <= at.shape[0] <= 5:
-        return fallback(x, u)
-    target = _library() if march == "native" else load(march)
-    if target is None:
-        return fallback(x, u)
-    native = functools.partial(_winograd_native, bt=jnp.asarray(bt), at=jnp.asarray(at), target=target,
-                               keep_v=keep_v)
-    return lax.platform_dependent(x, u, cpu=native, default=fallback)
+    native = functools.partial(_winograd_native, bt=jnp.asarray(bt), at=jnp.asarray(at), keep_v=keep_v)
+    return _on_cpu(native, fallback, x, u, fits=u.shape[2] % 32 == 0 and 2 <= at.shape[0] <= 5, march=march)
+
+
+def _weight_grad_native(v, dy, *, at, target):
+    out = jax.ShapeDtypeStruct((v.shape[0], v.shape[2], dy.shape[3]), jnp.float32)
+    return jax.ffi.ffi_call(target + "_winograd_dw", out)(v, dy, at)
 
 
 def winograd_weight_grad(v, dy, at, *, fallback, march: str = "native"):
@@ -176,14 +183,5 @@ def winograd_weight_grad(v, dy, at, *, fallback, march: str = "native"):
     the forward's transformed input ``[(m+2)^2, tiles, C]`` and ``dy [B, H,
     W, K]``. By the native kernel, with the transform of ``dy`` fused in,
     where it can run (as ``winograd_forward``); otherwise ``fallback(v, dy)``."""
-    if v.dtype != jnp.float32 or dy.dtype != jnp.float32 or dy.shape[3] % 32 or not 2 <= at.shape[0] <= 5:
-        return fallback(v, dy)
-    target = _library() if march == "native" else load(march)
-    if target is None:
-        return fallback(v, dy)
-
-    def native(v, dy):
-        out = jax.ShapeDtypeStruct((v.shape[0], v.shape[2], dy.shape[3]), jnp.float32)
-        return jax.ffi.ffi_call(target + "_winograd_dw", out)(v, dy, jnp.asarray(at))
-
-    return lax.platform_dependent(v, dy, cpu=native, default=fallback)
+    native = functools.partial(_weight_grad_native, at=jnp.asarray(at))
+    return _on_cpu(native, fallback, v, dy, fits=dy.shape[3] % 32 == 0 and 2 <= at.shape[0] <= 5, march=march)

@@ -10,11 +10,15 @@
 // and the output transform run on a block that stays in the L2 cache, where
 // XLA wrote the transformed input and products out to memory in between
 // (the V variant also writes the transformed input, kept for the backward).
+//
+// AlphaliteWinogradDw: the weight gradient from dy, A dy A^T fused in per
+// block of tiles, in a fixed order (the same bits every run).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -152,7 +156,26 @@ constexpr int TB = 2 * CBMAX;
 
 struct Shape {
   int64_t b, h, w, c, k, m, n, th, tw, tiles;
+
+  // Tile t's image, tile row and tile column (tiles run over images, then
+  // rows, then columns, as winograd.input_transform lays them out).
+  struct Tile {
+    int64_t img, ti, tj;
+  };
+  Tile tile(int64_t t) const { return {t / (th * tw), (t / tw) % th, t % tw}; }
 };
+
+// f(std::integral_constant<int, n>) for n = m + 2 of 4 to 7, so that the
+// per-tile loops unroll for the board's tile size.
+template <typename F>
+static void with_n(int64_t n, F&& f) {
+  switch (n) {
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    default: f(std::integral_constant<int, 7>{}); break;
+  }
+}
 
 // mb[0:R, k0:k0+KB] = vb[0:R, :] u[:, k0:k0+KB] for one transformed point.
 template <int R>
@@ -262,7 +285,7 @@ struct Fwd {
   template <int N>
   void input_tile(int64_t t, int64_t i, float* vb) const {
     const int64_t c = s.c;
-    const int64_t img = t / (s.th * s.tw), ti = (t / s.tw) % s.th, tj = t % s.tw;
+    const auto [img, ti, tj] = s.tile(t);
     const int64_t r0 = ti * s.m - 1, c0 = tj * s.m - 1;
     const int r_lo = r0 < 0 ? -r0 : 0, r_hi = (int)std::min<int64_t>(N, s.h - r0);
     const int j_lo = c0 < 0 ? -c0 : 0, j_hi = (int)std::min<int64_t>(N, s.w - c0);
@@ -287,7 +310,7 @@ struct Fwd {
   template <int N>
   void output_tile(int64_t t, int64_t i, const float* mb) const {
     const int64_t k = s.k, m = s.m;
-    const int64_t img = t / (s.th * s.tw), ti = (t / s.tw) % s.th, tj = t % s.tw;
+    const auto [img, ti, tj] = s.tile(t);
     const int q_hi = (int)std::min<int64_t>(m, s.h - ti * m), r_hi = (int)std::min<int64_t>(m, s.w - tj * m);
     float* out = y + ((img * s.h + ti * m) * s.w + tj * m) * k;
     for (int64_t kk = 0; kk < k; kk += W)
@@ -310,12 +333,7 @@ struct Fwd {
     std::unique_ptr<float[]> vb(new float[nn * TB * s.c]), mb(new float[nn * TB * s.k]);
     for (int64_t blk; (blk = next.fetch_add(1)) < blocks;) {
       const int64_t t0 = blk * TB, nt = std::min<int64_t>(TB, s.tiles - t0);
-      switch (s.n) {
-        case 4: tiles<4>(t0, nt, vb.get(), mb.get()); break;
-        case 5: tiles<5>(t0, nt, vb.get(), mb.get()); break;
-        case 6: tiles<6>(t0, nt, vb.get(), mb.get()); break;
-        default: tiles<7>(t0, nt, vb.get(), mb.get()); break;
-      }
+      with_n(s.n, [&](auto n) { tiles<decltype(n)::value>(t0, nt, vb.get(), mb.get()); });
       done.fetch_add(1, std::memory_order_release);
     }
   }
@@ -418,8 +436,7 @@ struct Dw {
   void block_dm(int64_t t0, int64_t nt, float* dmb) const {
     const int64_t k = s.k, m = s.m;
     for (int64_t i = 0; i < nt; ++i) {
-      const int64_t t = t0 + i;
-      const int64_t img = t / (s.th * s.tw), ti = (t / s.tw) % s.th, tj = t % s.tw;
+      const auto [img, ti, tj] = s.tile(t0 + i);
       const int q_hi = (int)std::min<int64_t>(m, s.h - ti * m), r_hi = (int)std::min<int64_t>(m, s.w - tj * m);
       const float* src = dy + ((img * s.h + ti * m) * s.w + tj * m) * k;
       for (int64_t kk = 0; kk < k; kk += W)
@@ -438,12 +455,7 @@ struct Dw {
       const int64_t nb = (last - first + DW_TILES - 1) / DW_TILES, step = (last - first + nb - 1) / nb;
       for (int64_t t0 = first; t0 < last; t0 += step) {
         const int64_t nt = std::min<int64_t>(step, last - t0);
-        switch (s.n) {
-          case 4: block_dm<4>(t0, nt, dmb.get()); break;
-          case 5: block_dm<5>(t0, nt, dmb.get()); break;
-          case 6: block_dm<6>(t0, nt, dmb.get()); break;
-          default: block_dm<7>(t0, nt, dmb.get()); break;
-        }
+        with_n(s.n, [&](auto n) { block_dm<decltype(n)::value>(t0, nt, dmb.get()); });
         for (int64_t p = 0; p < nn; ++p)
           rows_tn(v + (p * s.tiles + t0) * c, dmb.get() + p * DW_TILES * k, du + p * c * k, 0, nt, c, k,
                   t0 > first);
