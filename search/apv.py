@@ -43,6 +43,8 @@ from search.tree import analysis_rows
 MAX_DEPTH = 256
 CHUNK_SECONDS = 0.004
 NET_TIMEOUT = 60.0  # seconds a network batch may take before the search gives up
+# KataGo's dynamic score utility: scale per board side, centre shrunk towards 0
+SCORE_SCALE, SCORE_CENTER_ZERO_WEIGHT = 0.75, 0.2
 
 
 class ApvOutput(NamedTuple):
@@ -165,15 +167,26 @@ class ApvSearch:
             weakref.finalize(self, self.worker.close)
         self._lanes: list[_Lane] = []
         self._running = threading.Lock()  # one search at a time: the queues and lanes are shared
+        self._last_margin: tuple[int, float] | None = None  # (move number, mean final margin) of the last search
 
-    def cfg(self, komi: float) -> np.ndarray:
+    def cfg(self, komi: float, center: float = 0.0) -> np.ndarray:
         sp = self.sp
         c = np.zeros(K.N_CFG, np.float64)
         c[K.C_PUCT], c[K.C_FPU], c[K.C_ROOT_FPU], c[K.C_LAM] = sp.c_puct_at(self.size), sp.fpu_reduction, sp.root_fpu, sp.lam
         c[K.C_VL] = sp.virtual_loss
         c[K.C_KOMI], c[K.C_MAX_MOVES], c[K.C_MAX_DEPTH], c[K.C_PRESET] = komi, self.max_moves, MAX_DEPTH, \
             self.preset_id
+        c[K.C_SCORE_W], c[K.C_SCORE_CENTER], c[K.C_SCORE_SCALE] = sp.score_utility, center, SCORE_SCALE * self.size
         return c
+
+    def _center(self, state: GoState) -> float:
+        """The score utility's centre: the mean final margin (black's view)
+        of this game's previous search, one or two moves back, shrunk
+        towards 0 as KataGo does; 0 without one."""
+        last = self._last_margin
+        if last is None or not 0 < state.move_number - last[0] <= 2:
+            return 0.0
+        return (1.0 - SCORE_CENTER_ZERO_WEIGHT) * last[1]
 
     def _lanes_for(self, root) -> list[_Lane]:
         need = K.hist_room(root, self.max_moves, MAX_DEPTH)
@@ -218,7 +231,10 @@ class ApvSearch:
             lanes = self._lanes_for(root)
             run = _Run(self, state, lanes, max_sims, t_end, callback, t0, tree)
             run.go()
-            return run.output(final=True)
+            out = run.output(final=True)
+            if out.rollouts:
+                self._last_margin = (state.move_number, out.margin)
+            return out
         finally:
             self._running.release()
 
@@ -235,7 +251,7 @@ class _Run:
         self.s, self.state, self.lanes = search, state, lanes
         self.max_sims, self.t_end, self.callback, self.t0 = max_sims, t_end, callback, t0
         self.root = state.board_tuple
-        self.cfg = search.cfg(float(state.komi))
+        self.cfg = search.cfg(float(state.komi), search._center(state))
         self.lam = float(search.sp.lam)
         # start small and let the loop grow it: a cap of max_sims (the memory bound
         # of a timed search) would allocate and touch tens of MB a move

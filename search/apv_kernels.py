@@ -27,8 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 from alphalite.go import patterns
-from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, board_at, copy_board, legal_mask, owners_into,
-                                play_flat, result_for)
+from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, area, board_at, copy_board, legal_mask,
+                                owners_into, play_flat)
 from alphalite.nn.features import encode_into
 from alphalite.runtime.kernels import njit
 from search.tree import subtree_nodes
@@ -36,8 +36,9 @@ from search.tree import subtree_nodes
 NET_NONE, NET_QUEUED, NET_DONE = 0, 1, 2
 
 # cfg slots (float64 array, so the kernels' signatures stay short)
-C_PUCT, C_FPU, C_ROOT_FPU, C_LAM, C_KOMI, C_MAX_MOVES, C_MAX_DEPTH, C_PRESET, C_VL = range(9)
-N_CFG = 9
+C_PUCT, C_FPU, C_ROOT_FPU, C_LAM, C_KOMI, C_MAX_MOVES, C_MAX_DEPTH, C_PRESET, C_VL, \
+    C_SCORE_W, C_SCORE_CENTER, C_SCORE_SCALE = range(12)
+N_CFG = 12
 
 
 class ApvTree(NamedTuple):
@@ -268,6 +269,25 @@ def _backup(t, node, z, rollout, vl):
 LEAF_ROLLOUT, LEAF_TERMINAL = 0, 1
 
 
+@njit(cache=True, inline="always")
+def utility(margin, stone, cfg):
+    """A finished game's value for ``stone`` (+1 black) from its final area
+    margin (black minus white minus komi): +1 a win, -1 a loss, 0 a draw,
+    blended with weight ``cfg[C_SCORE_W]`` with KataGo's score utility,
+    (2/pi) atan((margin - centre) / scale) in ``stone``'s view, so that of
+    two wins the search prefers the larger (docs/strength.md)."""
+    r = 0.0
+    if margin > 0:
+        r = float(stone)
+    elif margin < 0:
+        r = float(-stone)
+    w = cfg[C_SCORE_W]
+    if w == 0.0:
+        return r
+    s = stone * (margin - cfg[C_SCORE_CENTER]) / cfg[C_SCORE_SCALE]
+    return (1.0 - w) * r + w * (2.0 / math.pi) * math.atan(s)
+
+
 @njit(cache=True)
 def _descend(t, root, S, pol, q, cfg, prior_buf):
     """One descent with virtual loss (one rollout's worth on every edge
@@ -282,7 +302,8 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
     depth = 0
     while True:
         if t.terminal[node]:
-            return node, LEAF_TERMINAL, result_for(S, cfg[C_KOMI], t.to_play[node])
+            black, white = area(S)
+            return node, LEAF_TERMINAL, utility(black - white - cfg[C_KOMI], t.to_play[node], cfg)
         if t.net_state[node] == NET_NONE and q.count[0] < qcap:
             k = q.count[0]
             encode_into(S, int(cfg[C_PRESET]), q.planes[k])
@@ -337,7 +358,7 @@ def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, 
 @njit(cache=True, nogil=True)
 def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, margins):
     """One pattern rollout from each of the first ``m`` scratch boards whose
-    leaf is not terminal; its result (+1/-1/0 for the leaf's player to move)
+    leaf is not terminal; its ``utility`` for the leaf's player to move
     into ``leaf_value``, each point's final owner (black +1) added to
     ``own`` (the search's ownership estimate), its final area margin
     (black minus white minus komi) and its square to ``margins[0]`` and
@@ -352,12 +373,12 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
             S = board_at(scr, k)
             me = S.meta[M_TOPLAY]
             patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
-            leaf_value[k] = result_for(S, komi, me)
             owners_into(S, own_buf)
             margin = -komi
             for i in range(own_buf.shape[0]):
                 own[i] += own_buf[i]
                 margin += own_buf[i]
+            leaf_value[k] = utility(margin, me, cfg)
             margins[0] += margin
             margins[1] += margin * margin
     return played

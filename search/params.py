@@ -39,6 +39,9 @@ class SearchParams:
                                "symmetries, in one network call (policy19b12's top-1 48.5% with 8, 47.1% with 1)")
     lam: float = field(0.5, "leaf value = lambda * value net + (1 - lambda) * rollout (with a value net)",
                        flag="--lambda")
+    score_utility: float = field(0.0, "the apv search's rollout and end-of-game values: this share is KataGo's score "
+                                      "utility (2/pi) atan((margin - expected margin) / (0.75 * board side)), "
+                                      "the rest win/loss; 0: win/loss only")
 
     def __post_init__(self):
         """ValueError naming the flag of a value no search can use."""
@@ -57,7 +60,8 @@ class SearchParams:
                 ("temperature", finite(self.temperature) and self.temperature >= 0, ">= 0"),
                 ("temperature_moves", self.temperature_moves >= 0, ">= 0"),
                 ("symmetries", 1 <= self.symmetries <= 8, "in 1..8"),
-                ("lam", finite(self.lam) and 0 <= self.lam <= 1, "in [0, 1]")):
+                ("lam", finite(self.lam) and 0 <= self.lam <= 1, "in [0, 1]"),
+                ("score_utility", finite(self.score_utility) and 0 <= self.score_utility <= 1, "in [0, 1]")):
             if not ok:
                 f = next(f for f in dataclasses.fields(self) if f.name == name)
                 raise ValueError(f"{flag_of(f)} must be {want}, got {getattr(self, name)!r}")

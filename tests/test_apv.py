@@ -85,6 +85,37 @@ def test_virtual_loss_reaches_the_kernels(policies):
     assert s.cfg(7.0)[K.C_VL] == 2.5 and s.cfg(7.0)[K.C_KOMI] == 7.0
 
 
+def test_score_utility_values_the_margin(policies):
+    """Win/loss alone by default; with a share of score utility a larger win
+    is worth more, a draw stays 0, the two colours mirror, and a win below
+    the expected margin (the centre) is worth less than one above it."""
+    plain = make(flat_net(), policies, 9, synchronous=True).cfg(7.0)
+    assert [K.utility(m, c, plain) for m, c in ((3, 1), (-3, 1), (0, 1), (3, -1))] == [1.0, -1.0, 0.0, -1.0]
+    s = make(flat_net(), policies, 9, synchronous=True, search_params=SearchParams(score_utility=0.25))
+    cfg = s.cfg(7.0)
+    assert cfg[K.C_SCORE_W] == 0.25 and cfg[K.C_SCORE_SCALE] == 0.75 * 9
+    big, small = K.utility(10.0, 1, cfg), K.utility(2.0, 1, cfg)
+    assert 1.0 > big > small > 0.75 and K.utility(0.0, 1, cfg) == 0.0
+    assert np.isclose(small, 0.75 + 0.25 * 2 / np.pi * np.arctan(2 / 6.75))
+    assert K.utility(-2.0, -1, cfg) == small and K.utility(2.0, -1, cfg) == -small
+    assert K.utility(2.0, 1, s.cfg(7.0, center=4.0)) < 0.75 < K.utility(6.0, 1, s.cfg(7.0, center=4.0))
+    with pytest.raises(ValueError, match="--score-utility"):
+        SearchParams(score_utility=1.5)
+
+
+def test_score_utility_centres_on_the_last_search(policies):
+    """The centre is the previous search's mean margin, shrunk by a fifth,
+    for the next move or two of the same game; 0 otherwise."""
+    s = make(flat_net(), policies, 9, synchronous=True, search_params=SearchParams(score_utility=0.3))
+    state = board.new_game(9, 7.0)
+    assert s._center(state) == 0.0
+    out = s.run(state, max_sims=200)
+    assert out.rollouts > 0 and out.margin != 0.0
+    after = board.play(state, 40)
+    assert np.isclose(s._center(after), 0.8 * out.margin)
+    assert s._center(board.play(board.play(after, 41), 42)) == 0.0 and s._center(state) == 0.0
+
+
 def test_lambda_zero_keeps_network_values_out(policies):
     s = make(flat_net(value=1.0), policies, 9, synchronous=True, search_params=SearchParams(lam=0.0))
     out = s.run(board.new_game(9, 7.0), max_sims=64)
