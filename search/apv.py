@@ -50,7 +50,8 @@ SCORE_SCALE, SCORE_CENTER_ZERO_WEIGHT = 0.75, 0.2
 class ApvOutput(NamedTuple):
     action: int  # most-rollout-visited root move (flat, pass = size*size)
     visit_probs: np.ndarray  # float32 [A]: root rollout-visit distribution
-    root_value: float  # mixed root value, [-1, 1], the root player's view
+    root_value: float  # mixed root value, [-1, 1], the root player's view (win/loss: with a score
+    # utility, the final output mixes this search's rollouts' wins and losses, not the tree's utilities)
     tree: K.ApvTree
     simulations: int  # rollouts this search
     net_evals: int  # positions the network evaluated this search (root included)
@@ -125,7 +126,7 @@ class _Lane:
         self.rng = np.array([seed], np.int64)
         self.own = np.zeros(A - 1, np.float64)  # summed final owners of this lane's rollouts (black +1)
         self.own_buf = np.zeros(A - 1, np.int8)
-        self.margins = np.zeros(2, np.float64)  # summed final area margins and their squares
+        self.margins = np.zeros(3, np.float64)  # summed final area margins, their squares, black's win/loss
         self.n_own = 0
 
 
@@ -176,7 +177,8 @@ class ApvSearch:
         c[K.C_VL] = sp.virtual_loss
         c[K.C_KOMI], c[K.C_MAX_MOVES], c[K.C_MAX_DEPTH], c[K.C_PRESET] = komi, self.max_moves, MAX_DEPTH, \
             self.preset_id
-        c[K.C_SCORE_W], c[K.C_SCORE_CENTER], c[K.C_SCORE_SCALE] = sp.score_utility, center, SCORE_SCALE * self.size
+        c[K.C_SCORE_W], c[K.C_SCORE_CENTER] = sp.score_utility_at(self.size), center
+        c[K.C_SCORE_SCALE] = SCORE_SCALE * self.size
         return c
 
     def _center(self, state: GoState) -> float:
@@ -407,13 +409,16 @@ class _Run:
         cand = np.flatnonzero((visits == best) & legal)
         action = int(cand[np.argmax(prior[cand])]) if cand.size else self.s.A - 1
         own, margin, stdev, n = np.zeros(self.s.A - 1), 0.0, 0.0, 0
+        value = float(K.node_q(tree, 0, self.lam))
         if final:
             n = sum(lane.n_own for lane in self.lanes)
             if n:
                 own = sum(lane.own for lane in self.lanes) / n
-                margin, square = sum(lane.margins for lane in self.lanes) / n
+                margin, square, black_wins = sum(lane.margins for lane in self.lanes) / n
                 stdev = float(np.sqrt(max(square - margin * margin, 0.0)))
-        return ApvOutput(action, probs, float(K.node_q(tree, 0, self.lam)), tree, self.backed, self.net_evals,
+                if self.cfg[K.C_SCORE_W] > 0.0:  # the tree holds utilities: report the rollouts' win/loss
+                    value = float(K.mixed(self.state.to_play * black_wins, tree.node_wv[0], tree.node_nv[0], self.lam))
+        return ApvOutput(action, probs, value, tree, self.backed, self.net_evals,
                          time.perf_counter() - self.t0, own.astype(np.float32), float(margin), stdev, int(n))
 
 

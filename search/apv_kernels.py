@@ -165,10 +165,16 @@ def edge_q(t, node, a, lam):
 def node_q(t, node, lam):
     """Mixed value of ``node`` from its player to move's view."""
     n = t.node_nr[node]
-    q = t.node_wr[node] / n if n > 0 else 0.0
-    if t.node_nv[node] > 0 and lam > 0.0:
-        q = (1.0 - lam) * q + lam * t.node_wv[node] / t.node_nv[node]
-    return q
+    return mixed(t.node_wr[node] / n if n > 0 else 0.0, t.node_wv[node], t.node_nv[node], lam)
+
+
+@njit(cache=True, inline="always")
+def mixed(q_rollouts, wv, nv, lam):
+    """``(1 - lam) * q_rollouts + lam * wv / nv``; the rollouts alone while
+    the network has valued nothing (``nv`` 0)."""
+    if nv > 0 and lam > 0.0:
+        return (1.0 - lam) * q_rollouts + lam * wv / nv
+    return q_rollouts
 
 
 @njit(cache=True)
@@ -267,6 +273,7 @@ def _backup(t, node, z, rollout, vl):
 
 
 LEAF_ROLLOUT, LEAF_TERMINAL = 0, 1
+WIN_LOSS = np.zeros(N_CFG, np.float64)  # a cfg with no score utility: ``utility`` is the win/loss
 
 
 @njit(cache=True, inline="always")
@@ -361,8 +368,8 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
     leaf is not terminal; its ``utility`` for the leaf's player to move
     into ``leaf_value``, each point's final owner (black +1) added to
     ``own`` (the search's ownership estimate), its final area margin
-    (black minus white minus komi) and its square to ``margins[0]`` and
-    ``margins[1]``. Touches no tree: runs outside the tree lock. Returns
+    (black minus white minus komi), its square and black's win/loss (+1,
+    -1, 0) to ``margins[0]``, ``margins[1]`` and ``margins[2]``. Touches no tree: runs outside the tree lock. Returns
     the rollouts played."""
     max_moves = int(cfg[C_MAX_MOVES])
     komi = cfg[C_KOMI]
@@ -381,6 +388,7 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
             leaf_value[k] = utility(margin, me, cfg)
             margins[0] += margin
             margins[1] += margin * margin
+            margins[2] += utility(margin, 1, WIN_LOSS)
     return played
 
 

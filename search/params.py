@@ -17,6 +17,7 @@ from alphalite.runtime.config import field, flag_of
 
 
 C_PUCT_SMALL, C_PUCT_19 = 1.5, 6.0  # the default exploration constants (SearchParams.c_puct_at)
+SCORE_UTILITY_SMALL, SCORE_UTILITY_19 = 0.25, 0.0  # the default score utility shares (SearchParams.score_utility_at)
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,10 @@ class SearchParams:
                                "symmetries, in one network call (policy19b12's top-1 48.5% with 8, 47.1% with 1)")
     lam: float = field(0.5, "leaf value = lambda * value net + (1 - lambda) * rollout (with a value net)",
                        flag="--lambda")
-    score_utility: float = field(0.0, "the apv search's rollout and end-of-game values: this share is KataGo's score "
-                                      "utility (2/pi) atan((margin - expected margin) / (0.75 * board side)), "
-                                      "the rest win/loss; 0: win/loss only")
+    score_utility: float = field(-1.0, "the apv search's rollout and end-of-game values: this share is KataGo's "
+                                       "score utility (2/pi) atan((margin - expected margin) / (0.75 * board side)), "
+                                       "the rest win/loss; 0: win/loss only; negative: by board size, 0.25 below "
+                                       "19x19 and 0 on 19x19 (docs/strength.md)")
 
     def __post_init__(self):
         """ValueError naming the flag of a value no search can use."""
@@ -61,7 +63,8 @@ class SearchParams:
                 ("temperature_moves", self.temperature_moves >= 0, ">= 0"),
                 ("symmetries", 1 <= self.symmetries <= 8, "in 1..8"),
                 ("lam", finite(self.lam) and 0 <= self.lam <= 1, "in [0, 1]"),
-                ("score_utility", finite(self.score_utility) and 0 <= self.score_utility <= 1, "in [0, 1]")):
+                ("score_utility", finite(self.score_utility) and self.score_utility <= 1,
+                 "in [0, 1] (negative: by board size)")):
             if not ok:
                 f = next(f for f in dataclasses.fields(self) if f.name == name)
                 raise ValueError(f"{flag_of(f)} must be {want}, got {getattr(self, name)!r}")
@@ -80,6 +83,15 @@ class SearchParams:
         if self.c_puct >= 0:
             return self.c_puct
         return C_PUCT_19 if size >= 19 else C_PUCT_SMALL
+
+    def score_utility_at(self, size: int) -> float:
+        """The score utility's share on a ``size`` board. The default
+        (negative) is measured on 9x9, where wins by a point or two and
+        draws (komi 7) were lost to a search indifferent to the margin;
+        19x19 keeps win/loss, not measured there."""
+        if self.score_utility >= 0:
+            return self.score_utility
+        return SCORE_UTILITY_19 if size >= 19 else SCORE_UTILITY_SMALL
 
     def temperature_at(self, move_number: int) -> float:
         """The move-choice temperature for a move at ``move_number`` (0 = the game's first)."""

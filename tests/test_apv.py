@@ -89,7 +89,7 @@ def test_score_utility_values_the_margin(policies):
     """Win/loss alone by default; with a share of score utility a larger win
     is worth more, a draw stays 0, the two colours mirror, and a win below
     the expected margin (the centre) is worth less than one above it."""
-    plain = make(flat_net(), policies, 9, synchronous=True).cfg(7.0)
+    plain = make(flat_net(), policies, 9, synchronous=True, search_params=SearchParams(score_utility=0.0)).cfg(7.0)
     assert [K.utility(m, c, plain) for m, c in ((3, 1), (-3, 1), (0, 1), (3, -1))] == [1.0, -1.0, 0.0, -1.0]
     s = make(flat_net(), policies, 9, synchronous=True, search_params=SearchParams(score_utility=0.25))
     cfg = s.cfg(7.0)
@@ -101,6 +101,9 @@ def test_score_utility_values_the_margin(policies):
     assert K.utility(2.0, 1, s.cfg(7.0, center=4.0)) < 0.75 < K.utility(6.0, 1, s.cfg(7.0, center=4.0))
     with pytest.raises(ValueError, match="--score-utility"):
         SearchParams(score_utility=1.5)
+    # the default by board size
+    assert [SearchParams().score_utility_at(n) for n in (7, 9, 13, 19)] == [0.25] * 3 + [0.0]
+    assert make(flat_net(), policies, 19, synchronous=True).cfg(7.5)[K.C_SCORE_W] == 0.0
 
 
 def test_score_utility_centres_on_the_last_search(policies):
@@ -111,6 +114,11 @@ def test_score_utility_centres_on_the_last_search(policies):
     assert s._center(state) == 0.0
     out = s.run(state, max_sims=200)
     assert out.rollouts > 0 and out.margin != 0.0
+    # the value reported is the rollouts' win/loss mixed with the net's, not the tree's utilities
+    wins = sum(lane.margins[2] for lane in s._lanes) / out.rollouts
+    t = out.tree
+    assert np.isclose(out.root_value, 0.5 * wins + 0.5 * t.node_wv[0] / t.node_nv[0])
+    assert not np.isclose(out.root_value, K.node_q(t, 0, 0.5))
     after = board.play(state, 40)
     assert np.isclose(s._center(after), 0.8 * out.margin)
     assert s._center(board.play(board.play(after, 41), 42)) == 0.0 and s._center(state) == 0.0
