@@ -67,6 +67,33 @@ def test_move_time_counts_from_the_commands_arrival():
     assert budget == 0.75 and 0.5 <= logged < 0.75 + 0.15 and took < 0.4, (took, logs[-1])
 
 
+@pytest.mark.serial
+def test_judging_before_the_search_comes_off_its_budget():
+    """After the opponent's pass the engine judges the board before it
+    searches (does passing win?); that time is the move's too, so the
+    move stays within its budget (it overran the byo-yomi by 0.3 s)."""
+    logs: list[str] = []
+    eng = _engine(logs, komi=60.5)  # Black's pass would lose: judged, then searched
+    eng.handle("time_settings 0 1 1")  # 0.75 s a move
+    assert eng.handle("play b D4").startswith("=") and eng.handle("play w pass").startswith("=")
+    judge = eng.judge
+    territory = judge.territory
+    slept = []
+
+    def slow(state):
+        if not slept:
+            time.sleep(0.5)
+            slept.append(1)
+        return territory(state)
+
+    judge.territory = slow
+    t0 = time.perf_counter()
+    assert eng.handle("genmove b").startswith("= ")
+    took = time.perf_counter() - t0
+    (_, logged, budget), = _moves(logs)
+    assert budget == 0.75 and 0.5 <= logged < 0.75 + 0.15 and took < 0.75 + 0.15, (took, logs)
+
+
 class _SlowWarmup(gtp.Engine):
     def _warmup(self):
         time.sleep(1.0)

@@ -147,11 +147,14 @@ class CoreCommands:
         t0 = self.arrived  # everything from the command's arrival is charged to the move
         self.wait_ready()
         state = with_to_play(self.state, color)
-        allocated, budget = self._move_budget(color, state.move_number)
+        allocated, _ = self._move_budget(color, state.move_number)
         cand = players.candidate_moves(state)
         rng = self._gen()
+        # the search gets what is left when it starts: the rules before it
+        # (judging the board after a pass) are charged to the move as well
         decision = decisions.choose(
-            state, color, cand, lambda: self._player().genmove(state, cand, budget, rng, callback),
+            state, color, cand,
+            lambda: self._player().genmove(state, cand, self._move_budget(color, state.move_number)[1], rng, callback),
             self.judge, rng, cleanup=cleanup, prior=lambda: self._player().prior(state))
         move = decision.move
         elapsed = time.perf_counter() - t0
