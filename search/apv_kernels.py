@@ -369,8 +369,8 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
     into ``leaf_value``, each point's final owner (black +1) added to
     ``own`` (the search's ownership estimate), its final area margin
     (black minus white minus komi), its square and black's win/loss (+1,
-    -1, 0) to ``margins[0]``, ``margins[1]`` and ``margins[2]``. Touches no tree: runs outside the tree lock. Returns
-    the rollouts played."""
+    -1, 0) to ``margins[0]``, ``margins[1]`` and ``margins[2]``. Touches no
+    tree: runs outside the tree lock. Returns the rollouts played."""
     max_moves = int(cfg[C_MAX_MOVES])
     komi = cfg[C_KOMI]
     played = 0

@@ -86,7 +86,7 @@ def test_virtual_loss_reaches_the_kernels(policies):
 
 
 def test_score_utility_values_the_margin(policies):
-    """Win/loss alone by default; with a share of score utility a larger win
+    """Win/loss alone at 0; with a share of score utility a larger win
     is worth more, a draw stays 0, the two colours mirror, and a win below
     the expected margin (the centre) is worth less than one above it."""
     plain = make(flat_net(), policies, 9, synchronous=True, search_params=SearchParams(score_utility=0.0)).cfg(7.0)
