@@ -28,7 +28,7 @@ import numpy as np
 
 from alphalite.go import patterns
 from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, area, board_at, copy_board, legal_mask,
-                                owners_into, play_flat)
+                                owners_into, play_flat, win_loss)
 from alphalite.nn.features import encode_into
 from alphalite.runtime.kernels import njit
 from search.tree import subtree_nodes
@@ -273,21 +273,15 @@ def _backup(t, node, z, rollout, vl):
 
 
 LEAF_ROLLOUT, LEAF_TERMINAL = 0, 1
-WIN_LOSS = np.zeros(N_CFG, np.float64)  # a cfg with no score utility: ``utility`` is the win/loss
 
 
 @njit(cache=True, inline="always")
 def utility(margin, stone, cfg):
-    """A finished game's value for ``stone`` (+1 black) from its final area
-    margin (black minus white minus komi): +1 a win, -1 a loss, 0 a draw,
-    blended with weight ``cfg[C_SCORE_W]`` with KataGo's score utility,
-    (2/pi) atan((margin - centre) / scale) in ``stone``'s view, so that of
-    two wins the search prefers the larger (docs/strength.md)."""
-    r = 0.0
-    if margin > 0:
-        r = float(stone)
-    elif margin < 0:
-        r = float(-stone)
+    """A finished game's value for ``stone``: its ``win_loss`` blended with
+    weight ``cfg[C_SCORE_W]`` with KataGo's score utility, (2/pi)
+    atan((margin - centre) / scale) in ``stone``'s view, so that of two wins
+    the search prefers the larger (docs/strength.md)."""
+    r = win_loss(margin, stone)
     w = cfg[C_SCORE_W]
     if w == 0.0:
         return r
@@ -388,7 +382,7 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
             leaf_value[k] = utility(margin, me, cfg)
             margins[0] += margin
             margins[1] += margin * margin
-            margins[2] += utility(margin, 1, WIN_LOSS)
+            margins[2] += win_loss(margin, 1)
     return played
 
 

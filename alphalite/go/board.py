@@ -857,7 +857,13 @@ def result_for(B, komi, stone):
     """The Tromp-Taylor result with ``komi`` for ``stone``: +1 a win, -1 a
     loss, 0 a draw (rollouts and finished games in the searches)."""
     black, white = area(B)
-    margin = black - white - komi
+    return win_loss(black - white - komi, stone)
+
+
+@njit(cache=True, inline="always")
+def win_loss(margin, stone):
+    """+1 a win, -1 a loss, 0 a draw for ``stone`` (+1 black) from a final
+    area margin (black minus white minus komi)."""
     if margin > 0:
         return float(stone)
     if margin < 0:

@@ -88,8 +88,8 @@ def build(march: str = "native") -> Path:
 def load(march: str = "native") -> str:
     """Build, load and register the kernels for ``-march=MARCH`` once per
     process; the weight gradient's FFI target name (``TARGET`` for native;
-    the other kernels' are that name with the suffixes of ``SYMBOLS``). Raises OSError or SubprocessError when they cannot be built
-    or loaded."""
+    the other kernels' are that name with the suffixes of ``SYMBOLS``).
+    Raises OSError or SubprocessError when they cannot be built or loaded."""
     lib = ctypes.cdll.LoadLibrary(str(build(march)))  # the cache keeps it loaded
     name = TARGET if march == "native" else f"{TARGET}_{re.sub(r'[^0-9A-Za-z]', '_', march)}"
     for suffix, symbol in SYMBOLS.items():
