@@ -181,6 +181,10 @@ def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarra
     return cand
 
 
+# On 9x9 the rules below are off for the apv search's move
+# (SearchParams.own_territory_at): against GNU Go level 10 they replaced
+# its move 127 times in 63 of 240 games, in 12 of the 28 games not won
+# against 51 of the 212 won, and without them it scored 91.2% (36-3-1).
 # A region of own territory is settled when the search gives each of its
 # points, and each stone around it, to the mover in at least 90% of its
 # rollouts (mean owner 0.8). Open 9x9 regions are Tromp-Taylor territory
@@ -606,7 +610,7 @@ class MctsPlayer:
 
 def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: np.ndarray,
            temperature: float = 0.0, rng=None, ownership: np.ndarray | None = None,
-           q: np.ndarray | None = None) -> tuple[int, str]:
+           q: np.ndarray | None = None, own_territory: str = "filter") -> tuple[int, str]:
     """A search's move checked against the candidate rule: no pass in the
     opening (until a third of the board's points have had a stone), no move
     that fills own territory (instead ``choose_move`` among the allowed
@@ -619,12 +623,16 @@ def settle(state, move: int, visits: np.ndarray, prior: np.ndarray, candidates: 
     With the root moves' ``q`` as well, a move in settled own territory
     (never a true eye) stands when its Q beats the move that would replace
     it by ``MATTERS``, and a pass when it beats the open point so (or
-    either is unsearched). Returns (move, note)."""
+    either is unsearched). ``own_territory`` "search"
+    (``SearchParams.own_territory_at``): the search's move inside own
+    territory is played as it is, a true eye apart. Returns (move, note)."""
     from search.tree import choose_move
 
     n2 = state.size * state.size
     note = ""
     allowed = candidates.copy()
+    if own_territory == "search" and move < n2 and not allowed[move] and not _own_eye(state, move):
+        allowed[move] = True
     if ownership is not None and not allowed[move]:
         allowed[:n2] |= unsettled_territory(state, ownership)
     allowed[n2] = True  # the search may pass ...
@@ -774,7 +782,8 @@ class ApvPlayer:
 
             move = choose_move(visits, view.children_prior[0], view.children_legal[0], temperature, rng)
         move, note = settle(state, move, visits, view.children_prior[0], candidates, temperature, rng,
-                            ownership=self.last.ownership, q=view.root_q())
+                            ownership=self.last.ownership, q=view.root_q(),
+                            own_territory=self.search.sp.own_territory_at(state.size))
         return Decision(move, winrate=0.5 * (self.last.root_value + 1.0), visits=int(visits.sum()),
                         analysis=view.root_analysis(), note=note)
 
