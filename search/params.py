@@ -18,7 +18,7 @@ from alphalite.runtime.config import field, flag_of
 
 C_PUCT_SMALL, C_PUCT_19 = 1.5, 6.0  # the default exploration constants (SearchParams.c_puct_at)
 SCORE_UTILITY_SMALL, SCORE_UTILITY_19 = 0.25, 0.0  # the default score utility shares (SearchParams.score_utility_at)
-OWN_TERRITORY = ("auto", "search", "filter")  # SearchParams.own_territory's choices
+OWN_TERRITORY = ("filter", "search")  # SearchParams.own_territory's choices
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,11 @@ class SearchParams:
                                        "score utility (2/pi) atan((margin - expected margin) / (0.75 * board side)), "
                                        "the rest win/loss; 0: win/loss only; negative: by board size, 0.25 below "
                                        "19x19 and 0 on 19x19 (docs/strength.md)")
-    own_territory: str = field("auto", "a move the apv search chooses inside its own Tromp-Taylor territory (never "
-                                       "a true eye): search = it is played; filter = where the search's rollouts "
-                                       "settle the region, another move replaces it unless its Q beats that "
-                                       "move's by 0.04; auto: search below 19x19, filter on 19x19 "
-                                       "(docs/strength.md)", choices=OWN_TERRITORY)
+    own_territory: str = field("filter", "a move the apv search chooses inside its own Tromp-Taylor territory "
+                                         "(never a true eye): filter = where the search's rollouts settle the "
+                                         "region, another move replaces it unless its Q beats that move's by 0.04; "
+                                         "search = it is played (on 9x9 no stronger, more draws: "
+                                         "docs/strength.md)", choices=OWN_TERRITORY)
 
     def __post_init__(self):
         """ValueError naming the flag of a value no search can use."""
@@ -99,15 +99,6 @@ class SearchParams:
         if self.score_utility >= 0:
             return self.score_utility
         return SCORE_UTILITY_19 if size >= 19 else SCORE_UTILITY_SMALL
-
-    def own_territory_at(self, size: int) -> str:
-        """What becomes of the search's move inside own territory on a
-        ``size`` board. The default is measured on 9x9, where the filter
-        kept replacing moves the search wanted in fights it then lost;
-        19x19 keeps the filter, not measured there."""
-        if self.own_territory != "auto":
-            return self.own_territory
-        return "filter" if size >= 19 else "search"
 
     def temperature_at(self, move_number: int) -> float:
         """The move-choice temperature for a move at ``move_number`` (0 = the game's first)."""

@@ -307,7 +307,7 @@ def test_a_territory_move_that_matters_by_q_stands():
 
 
 def test_the_search_move_in_own_territory_is_played_when_the_search_decides():
-    """``own_territory="search"`` (9x9's default): the move stands even in
+    """``own_territory="search"`` (``--own-territory search``): the move stands even in
     settled territory and below the move that would replace it by Q; a
     true eye is still never filled."""
     from search.params import SearchParams
@@ -326,10 +326,9 @@ def test_the_search_move_in_own_territory_is_played_when_the_search_decides():
         a1, "search move F6 fills own territory")
     assert players.settle(st, f2, visits, prior, cand, ownership=settled, q=q, own_territory="search") == (
         a1, "search move F2 fills own territory")
-    assert [SearchParams().own_territory_at(n) for n in (7, 9, 13, 19)] == ["search"] * 3 + ["filter"]
-    assert SearchParams(own_territory="filter").own_territory_at(9) == "filter"
+    assert SearchParams().own_territory == "filter"
     with pytest.raises(ValueError, match="--own-territory"):
-        SearchParams(own_territory="off")
+        SearchParams(own_territory="auto")
 
 
 def test_a_pass_the_search_prefers_by_q_stands():
