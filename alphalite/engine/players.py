@@ -183,7 +183,7 @@ def candidate_moves(state: board.GoState, color: int | None = None) -> np.ndarra
 
 # With --own-territory search the rules below leave the apv search's move
 # alone (a true eye apart). On 9x9 against GNU Go level 10 that lost fewer
-# games and drew more (over-defending settled territory in the endgame),
+# games and drew more (over-defending own territory in the endgame),
 # 88.8% of 160 against the filter's 89.8% of 240: the filter stays.
 # A region of own territory is settled when the search gives each of its
 # points, and each stone around it, to the mover in at least 90% of its
