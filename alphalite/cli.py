@@ -108,7 +108,7 @@ def _eval_policy(args):
     from alphalite.train import supervised as train
 
     res = train.evaluate_checkpoint(args.checkpoint, args.src, max_games=args.max_games,
-                                    split=args.split, plot_dir=args.plots)
+                                    split=args.split, plot_dir=args.plots, symmetries=args.symmetries)
     print(json.dumps(res, sort_keys=True))
     return 0
 
@@ -174,8 +174,8 @@ def _add_gtp_arguments(p) -> None:
                    help="policy net: a shipped net's name (policy9, policy19, rl9, rl19), an exported model folder "
                         "or a run folder (a path that exists wins); or a policy-value net (AlphaZero's: its folder, "
                         "or an AlphaZero run folder for its best.json net), valued by its own head; auto: the "
-                        "shipped net of the board size in play (9x9: the policy-value net az9, 19x19: policy19b12; other "
-                        "sizes rollout MCTS); none: rollout MCTS only")
+                        "shipped net of the board size in play (9x9: the policy-value net az9, 19x19: policy19b12, and "
+                        "policy19ag40b12 for --engine policy; other sizes rollout MCTS); none: rollout MCTS only")
     p.add_argument("--value-checkpoint", default="auto",
                    help="value net, the same forms (value9, value19, value19sp): mcts mixes it with rollouts by "
                         "--lambda; policy reports its winrate and resigns by it; auto: with --checkpoint auto the "
@@ -301,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-games", type=int, default=0, help="use at most this many games (0 = all)")
     ev.add_argument("--split", default="test", help="split to use when SRC is a dataset folder")
     ev.add_argument("--plots", help="folder for the top-k and by-move-number plots")
+    ev.add_argument("--symmetries", type=int, default=1, help="score the net's probabilities averaged over this "
+                    "many of the 8 board symmetries, as the policy engine plays them (1 = the net alone)")
     ev.set_defaults(func=_eval_policy)
 
     ev = sub.add_parser("eval-value", help="winner prediction of a value net at moves 30/80/130/180 (or --moves), "

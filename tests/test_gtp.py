@@ -569,6 +569,28 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
     info, model, _ = checkpoint.load_model("rl9", "policy", 9)
     assert info["board_size"] == 9 and model.size == 9
     assert set(checkpoint.shipped_names()) >= {p for pair in checkpoint.DEFAULT_NETS.values() for p in pair if p}
+    assert set(checkpoint.shipped_names()) >= set(checkpoint.POLICY_ALONE_NETS.values())
+
+
+def test_auto_nets_of_each_engine():
+    """``--checkpoint auto``: the searches play ``DEFAULT_NETS``; the policy
+    engine plays its own 19x19 net alone (``POLICY_ALONE_NETS``: its planes
+    have no value net) and 9x9's az9 like the others. Planned, not loaded."""
+    from alphalite.gtp.session import AUTO, EngineConfig, Session
+    from alphalite.nn import checkpoint
+
+    def planned(**kw):
+        s = Session()
+        s.init_session(EngineConfig(checkpoint=AUTO, value_checkpoint=AUTO, **kw), warmup=False)
+        return s._nets
+
+    def sh(name):
+        return str(checkpoint.shipped(name))
+
+    assert planned(engine="policy") == {9: (sh("az9"), None), 19: (sh("policy19ag40b12"), None)}
+    for engine in ("apv", "mcts"):
+        assert planned(engine=engine) == {9: (sh("az9"), None), 19: (sh("policy19b12"), sh("value19b12"))}
+    assert checkpoint.read_model_info(checkpoint.shipped("policy19ag40b12"))["preset"] == "alphago40"
 
 
 def test_package_data_holds_every_shipped_file():

@@ -473,3 +473,33 @@ def test_ties_with_the_expert_move_count_against_the_prediction():
     assert list(metrics.expert_rank(logp, moves)) == [1, 1, 1, 1]
     logp[0, 7] = 1.0  # one tie with the expert move: it ranks second
     assert metrics.expert_rank(logp, moves)[0] == 2
+
+
+def test_eval_policy_symmetries_score_what_the_policy_engine_plays(noval_data, tmp_path, capsys):
+    """--symmetries 8 scores the probabilities the policy engine plays
+    (``PolicyNet.evaluate(state, 8)``: each image's priors mapped back and
+    averaged): the same numbers on real positions, a top-1 of its own on a
+    net that is not symmetric, and a count outside 1..8 is one line, exit 2."""
+    from alphalite import cli
+    from alphalite.engine import players
+
+    model = nets.make_model("b1c8", 19, features.num_planes("default"))
+    variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(1)))
+    ck = checkpoint.export_model(tmp_path / "m", variables, {"model": "b1c8", "board_size": 19,
+                                                             "preset": "default", "kind": "policy"})
+    averaged = train.symmetric_predict(train.make_predict(model), 19, 8)
+    net = players.load_net(str(ck), None, "jax")
+    st = board.new_game(19, 7.5)
+    for m in (72, 288, 60, 300, 200):
+        st = board.play(st, m)
+        x, legal = features.encode(st, "default")[None], board.legal_moves(players.resume(st))[None]
+        np.testing.assert_allclose(np.exp(averaged(variables, x, legal))[0], net.evaluate(st, 8)[0], atol=1e-5)
+    one = train.evaluate_checkpoint(str(ck), [str(noval_data)], split="train", max_games=3)
+    eight = train.evaluate_checkpoint(str(ck), [str(noval_data)], split="train", max_games=3, symmetries=8)
+    assert (one["symmetries"], eight["symmetries"]) == (1, 8) and one["positions"] == eight["positions"] > 100
+    assert one["nll"] != eight["nll"] and eight["illegal_top1"] == 0
+    capsys.readouterr()
+    assert cli.main(["eval-policy", "--checkpoint", str(ck), str(noval_data), "--split", "train",
+                     "--max-games", "1", "--symmetries", "9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "symmetries must be in 1..8" in err

@@ -4,7 +4,8 @@ record (``alphalite.engine.game``), the judge and the resign policy
 player built on them, the warm-up, the random generator, vertices.
 
 Nets (``--checkpoint``, ``--value-checkpoint``): ``auto`` plays the shipped
-nets of the board size in play (``checkpoint.DEFAULT_NETS``), loaded and
+nets of the board size in play (``checkpoint.DEFAULT_NETS``; the policy
+engine's own where ``checkpoint.POLICY_ALONE_NETS`` names one), loaded and
 warmed up when a size is first played (``boardsize`` starts it); nets named
 on the command line are loaded and checked before the first command is
 read, and a wrong one stops the engine. A net only plays the board size it
@@ -280,6 +281,8 @@ class Session:
         policy, value = self.config.checkpoint, self.config.value_checkpoint
         if policy == AUTO:  # the installed ones, whatever folders the working folder holds
             for n, (p, v) in checkpoint.DEFAULT_NETS.items():
+                if self.config.engine == "policy" and value in (None, AUTO) and n in checkpoint.POLICY_ALONE_NETS:
+                    p, v = checkpoint.POLICY_ALONE_NETS[n], None  # alone: no value net of its planes
                 own_head = v is None or value != AUTO  # a policy-value net, or --value-checkpoint none
                 self._nets[n] = (str(checkpoint.shipped(p)), None if own_head else str(checkpoint.shipped(v)))
         if value in (None, AUTO) and policy in (None, AUTO):

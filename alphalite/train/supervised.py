@@ -149,6 +149,30 @@ def make_predict(model, masked: bool = True):
     return jax.jit(predict)
 
 
+def symmetric_predict(predict, size: int, symmetries: int):
+    """``predict`` averaged over the first ``symmetries`` of the 8 board
+    symmetries (the identity first), as the policy engine averages its
+    priors (``players.PolicyNet.evaluate``): each image's probabilities
+    mapped back to the board and averaged; returns their log."""
+    from alphalite.nn import features
+
+    k = int(symmetries)
+    if not 1 <= k <= features.NUM_SYMMETRIES:
+        raise ValueError(f"symmetries must be in 1..{features.NUM_SYMMETRIES}, got {symmetries!r}")
+    if k == 1:
+        return predict
+    inv = features.inverse_move_table(size)
+
+    def averaged(variables, planes, legal):
+        legal = np.asarray(legal)
+        p = sum(features.untransform_policy(
+            np.exp(np.asarray(predict(variables, features.transform_planes(planes, g), legal[..., inv[g]]))), g)
+            for g in range(k)) / k
+        return np.log(np.maximum(p, np.finfo(np.float32).tiny))
+
+    return averaged
+
+
 def evaluate(predict, variables, batches, num_actions: int, max_positions: int = 0) -> dict:
     stats = metrics.MovePredictionStats(num_actions)
     seen = 0
@@ -443,19 +467,22 @@ def _evaluate_patterns(checkpoint, model_dir, sources, *, max_games: int, split:
 
 
 def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int = 0, split: str = "test",
-                        batch_size: int = 256, plot_dir: str | None = None) -> dict:
+                        batch_size: int = 256, plot_dir: str | None = None, symmetries: int = 1) -> dict:
     """The `alphalite eval-policy` metrics for a checkpoint on SGF sources or
-    a built dataset folder (its ``split``)."""
+    a built dataset folder (its ``split``); ``symmetries`` > 1 scores the
+    net's probabilities averaged over that many board symmetries."""
     import tempfile
 
     from alphalite.data import dataset
 
     model_dir = ckpt.find_model_dir(checkpoint)
     if (model_dir / "model.json").exists() and ckpt.read_model_info(model_dir)["model"] == "patterns":
+        if symmetries != 1:
+            raise ValueError(f"{checkpoint} is a pattern policy: symmetries are averaged for networks only")
         return _evaluate_patterns(checkpoint, model_dir, sources, max_games=max_games, split=split)
     info, model, variables = ckpt.load_model(checkpoint, "policy")
     size, preset = int(info["board_size"]), info.get("preset", "default")
-    predict = make_predict(model, masked=True)
+    predict = symmetric_predict(make_predict(model, masked=True), size, symmetries)
     with tempfile.TemporaryDirectory(prefix="alphalite-eval-") as tmp:
         data_dir, use_split = dataset.resolve_eval_source(sources, tmp, split=split, board_size=size,
                                                           max_games=max_games)
@@ -466,7 +493,7 @@ def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int =
             raise dataset.DatasetError(f"nothing to evaluate: split {use_split!r} of {data_dir} holds no "
                                        f"position of size {size}")
     res = {"checkpoint": str(checkpoint), "model": info["model"], "board_size": size, "preset": preset,
-           "split": use_split, **res}
+           "split": use_split, "symmetries": int(symmetries), **res}
     if plot_dir:
         metrics.plot_topk(res["topk_curve"], Path(plot_dir) / "topk.png",
                           f"{info['model']} top-k accuracy ({res['positions']} positions)")
