@@ -487,7 +487,7 @@ def test_eval_policy_symmetries_score_what_the_policy_engine_plays(noval_data, t
     variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(1)))
     ck = checkpoint.export_model(tmp_path / "m", variables, {"model": "b1c8", "board_size": 19,
                                                              "preset": "default", "kind": "policy"})
-    averaged = train.symmetric_predict(train.make_predict(model), 19, 8)
+    averaged = train.symmetric_predict(train.make_predict(model), 8)
     net = players.load_net(str(ck), None, "jax")
     st = board.new_game(19, 7.5)
     for m in (72, 288, 60, 300, 200):

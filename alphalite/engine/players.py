@@ -377,15 +377,9 @@ class PolicyNet:
 
         planes = features.encode(state, self.preset)
         legal = board.legal_moves(resume(state))
-        k = int(symmetries)
-        if not 1 <= k <= features.NUM_SYMMETRIES:
-            raise ValueError(f"symmetries must be in 1..{features.NUM_SYMMETRIES}, got {symmetries!r}")
-        xs = np.stack([features.transform_planes(planes, g) for g in range(k)])
-        ls = np.zeros((k, legal.shape[0]), legal.dtype)
-        for g in range(k):
-            features.transform_moves_into(legal, self.size, g, ls[g])
+        xs, ls = features.symmetry_images(planes, legal, symmetries)
         p, v = self.net_fn(self.params, xs, ls)
-        prior = np.mean([features.untransform_policy(p[g], g) for g in range(k)], axis=0)
+        prior = features.mean_of_images(p, len(xs))
         return prior.astype(np.float32), (float(np.mean(v)) if self.has_value else None)
 
     def priors(self, state, symmetries: int = 1) -> np.ndarray:

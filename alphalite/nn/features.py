@@ -446,3 +446,29 @@ def untransform_policy(policy: np.ndarray, k: int) -> np.ndarray:
     if size * size + 1 != a:
         raise ValueError(f"last axis must be size*size+1, got {a}")
     return policy[..., _move_tables(size)[0][k]]
+
+
+def check_symmetries(symmetries) -> int:
+    """How many symmetric images to average (1..8), else ValueError."""
+    k = int(symmetries)
+    if not 1 <= k <= NUM_SYMMETRIES:
+        raise ValueError(f"symmetries must be in 1..{NUM_SYMMETRIES}, got {symmetries!r}")
+    return k
+
+
+def symmetry_images(planes: np.ndarray, legal: np.ndarray, symmetries: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``symmetries`` images (the identity first) of positions,
+    for one network call: planes [..., H, W, C] -> [k, ..., H, W, C], legal
+    masks [..., A] -> [k, ..., A]. ``mean_of_images`` takes the net's
+    per-move output back to the board and averages it."""
+    k = check_symmetries(symmetries)
+    legal = np.asarray(legal)
+    inv = _move_tables(math.isqrt(legal.shape[-1] - 1))[1]
+    return (np.stack([transform_planes(planes, g) for g in range(k)]),
+            np.stack([legal[..., inv[g]] for g in range(k)]))
+
+
+def mean_of_images(p: np.ndarray, symmetries: int) -> np.ndarray:
+    """Per-move output [k, ..., A] of ``symmetry_images`` -> [..., A]: each
+    image's mapped back to the board, averaged."""
+    return np.mean([untransform_policy(p[g], g) for g in range(check_symmetries(symmetries))], axis=0)

@@ -149,25 +149,21 @@ def make_predict(model, masked: bool = True):
     return jax.jit(predict)
 
 
-def symmetric_predict(predict, size: int, symmetries: int):
+def symmetric_predict(predict, symmetries: int):
     """``predict`` averaged over the first ``symmetries`` of the 8 board
     symmetries (the identity first), as the policy engine averages its
     priors (``players.PolicyNet.evaluate``): each image's probabilities
     mapped back to the board and averaged; returns their log."""
     from alphalite.nn import features
 
-    k = int(symmetries)
-    if not 1 <= k <= features.NUM_SYMMETRIES:
-        raise ValueError(f"symmetries must be in 1..{features.NUM_SYMMETRIES}, got {symmetries!r}")
+    k = features.check_symmetries(symmetries)
     if k == 1:
         return predict
-    inv = features.inverse_move_table(size)
 
     def averaged(variables, planes, legal):
-        legal = np.asarray(legal)
-        p = sum(features.untransform_policy(
-            np.exp(np.asarray(predict(variables, features.transform_planes(planes, g), legal[..., inv[g]]))), g)
-            for g in range(k)) / k
+        xs, ls = features.symmetry_images(planes, legal, k)  # [k, B, ...]: one call for all images
+        p = np.exp(np.asarray(predict(variables, xs.reshape(-1, *xs.shape[2:]), ls.reshape(-1, ls.shape[-1]))))
+        p = features.mean_of_images(p.reshape(ls.shape), k)
         return np.log(np.maximum(p, np.finfo(np.float32).tiny))
 
     return averaged
@@ -482,7 +478,7 @@ def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int =
         return _evaluate_patterns(checkpoint, model_dir, sources, max_games=max_games, split=split)
     info, model, variables = ckpt.load_model(checkpoint, "policy")
     size, preset = int(info["board_size"]), info.get("preset", "default")
-    predict = symmetric_predict(make_predict(model, masked=True), size, symmetries)
+    predict = symmetric_predict(make_predict(model, masked=True), symmetries)
     with tempfile.TemporaryDirectory(prefix="alphalite-eval-") as tmp:
         data_dir, use_split = dataset.resolve_eval_source(sources, tmp, split=split, board_size=size,
                                                           max_games=max_games)
