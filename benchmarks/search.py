@@ -9,9 +9,9 @@ Prints one JSON line. For each board size and leaf batch size (1, 8, 32):
   (selection, replay of leaves, feature encoding, backup), measured inside
   the same search by timing the network call.
 
-``engines``: the engine's two searches with the shipped nets (policy9 +
-value9, policy19 + value19sp, ONNX Runtime on the CPU, or as ``--inference``
-says) from a mid-game
+``engines``: the engine's two searches with the nets ``alphalite gtp`` plays
+by default (``checkpoint.DEFAULT_NETS``: az9 on 9x9, policy19b12 +
+value19b12 on 19x19; int8 on the CPU, or as ``--inference`` says) from a mid-game
 position, each for ``--seconds``: ``mcts`` (PUCT, each visit one network
 evaluation in batches of 8 and one uniform rollout, lambda 0.5) and ``apv``
 (the asynchronous search: pattern rollouts on every core, the network on
@@ -136,17 +136,15 @@ def bench_search(net_fn, params, state, batch, seconds, preset):
     return visits / wall, 1.0 - timed["t"] / wall
 
 
-SHIPPED = {9: ("policy9", "value9"), 19: ("policy19", "value19sp")}
-
-
 def bench_engines(size, seconds, inference="auto"):
-    """The engine's searches (mcts, apv) with the shipped nets, as the GTP engine builds them."""
+    """The engine's searches (mcts, apv) with its default nets, as the GTP engine builds them."""
     from alphalite.engine import players
+    from alphalite.nn.checkpoint import DEFAULT_NETS
     from search.evaluators import net_evaluator
     from search.params import SearchParams
     from search.rollout import PatternPolicy
 
-    net = players.load_net(*SHIPPED[size], inference=inference)
+    net = players.load_net(*DEFAULT_NETS[size], inference=inference)
     state = _positions(size, 1, seed=2)[0]
     out = {"inference": net.inference}
     sp = SearchParams()  # the engine's defaults: lambda 0.5, leaf batch 8
