@@ -169,7 +169,7 @@ def _add_gtp_arguments(p) -> None:
                         "nets in batches beside them; the strongest), mcts = PUCT with batched net leaves and "
                         "uniform rollouts, policy = the policy net's move, random")
     p.add_argument("--tree-policy", default="tree19", help="apv: the pattern tree policy (priors of new leaves)")
-    p.add_argument("--rollout-policy", default="rollout19", help="apv: the pattern rollout policy")
+    p.add_argument("--rollout-policy", default="rollout19", help="the pattern rollout policy: apv's rollouts and every engine's dead-stone playouts")
     p.add_argument("--checkpoint", default="auto",
                    help="policy net: a shipped net's name (policy9, policy19, rl9, rl19), an exported model folder "
                         "or a run folder (a path that exists wins); or a policy-value net (AlphaZero's: its folder, "
@@ -200,7 +200,7 @@ def _add_gtp_arguments(p) -> None:
     p.add_argument("--komi", type=float, default=7.5, help="komi until a GTP komi command changes it")
     p.add_argument("--size", type=int, default=19, help="initial board size (boardsize changes it)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random generator (sampling, search, playouts)")
-    p.add_argument("--score-playouts", type=int, default=128, help="random playouts per dead-stone estimate")
+    p.add_argument("--score-playouts", type=int, default=128, help="pattern rollouts per dead-stone estimate")
     from alphalite.runtime import config as config_lib
     from search.params import SearchParams
 

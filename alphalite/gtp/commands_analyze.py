@@ -261,7 +261,7 @@ class AnalyzeCommands:
         """Expected final ownership and area margin of ``state`` for the
         analysis lines (a ``decisions.Territory``): ``playouts`` (default
         ``score_playouts``) playouts (``players.playout_outcomes``, with the
-        judge's policy: pattern rollouts for the apv engine, else uniform),
+        judge's pattern rollout policy),
         seeded by the position, cached by it. The one place an ownership or
         score head would plug in."""
         from alphalite.engine.decisions import playout_territory

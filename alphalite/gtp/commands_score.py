@@ -1,6 +1,6 @@
 """Scoring commands: ``final_score`` and ``final_status_list``, by the
-session's judge (``decisions.Judge``: dead stones by random playouts, then
-Tromp-Taylor area with komi)."""
+session's judge (``decisions.Judge``: dead stones by the search's own
+rollouts or by pattern rollouts, then Tromp-Taylor area with komi)."""
 
 from __future__ import annotations
 

@@ -55,10 +55,10 @@ class EngineConfig:
     komi: float = 7.5
     size: int = 19
     seed: int = 0
-    score_playouts: int = 128  # random playouts for dead stones (final_score, cleanup, passing)
+    score_playouts: int = 128  # pattern rollouts for dead stones (final_score, cleanup, passing)
     superko: bool = True
     tree_policy: str = "tree19"  # apv: pattern tree policy (a shipped name or a folder)
-    rollout_policy: str = "rollout19"  # apv: pattern rollout policy
+    rollout_policy: str = "rollout19"  # pattern rollout policy: apv's rollouts, every engine's judge
     # c_puct, FPU, leaf batch, noise, lambda (value net and rollouts), temperature (the policy engine's too)
     search: SearchParams = SearchParams()
 
@@ -105,8 +105,7 @@ class Session:
         self._resign = None
         if config.engine != "random":
             self._plan_nets()
-        if config.engine == "apv":
-            self._check_pattern_policies()
+        self._check_pattern_policies()
         if warmup:
             threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
         else:
@@ -148,21 +147,20 @@ class Session:
     def judge(self):
         """Scores positions (dead stones off), cached: ``decisions.Judge``.
         The apv engine judges from its own search's ownership (its pattern
-        rollouts, ``ApvPlayer.territory``); the other engines from uniform
-        random playouts."""
+        rollouts, ``ApvPlayer.territory``); the other engines from playouts
+        of the same pattern rollout policy (``--rollout-policy``). Uniform
+        random playouts misjudge life and death on 19x19: the policy engine
+        counted W+24.5 a game the referee scored B+7.5."""
         if self._judge is None:
             from alphalite.engine.decisions import Judge
+            from alphalite.nn import checkpoint
+            from search.rollout import PatternPolicy
 
-            policy = search = None
-            if self.config.engine == "apv":
-                from alphalite.nn import checkpoint
-                from search.rollout import PatternPolicy
-
-                try:
-                    policy = PatternPolicy.load(self.config.rollout_policy)
-                except checkpoint.CheckpointError as e:
-                    raise GtpFailure(f"cannot load the rollout policy: {e}") from None
-                search = self._search_territory
+            try:
+                policy = PatternPolicy.load(self.config.rollout_policy)
+            except checkpoint.CheckpointError as e:
+                raise GtpFailure(f"cannot load the rollout policy: {e}") from None
+            search = self._search_territory if self.config.engine == "apv" else None
             self._judge = Judge(self.config.score_playouts, self.config.seed, policy=policy, search=search)
         return self._judge
 
@@ -229,7 +227,6 @@ class Session:
             st = board.new_game(n, self.game.komi, superko=self.config.superko)
             st = board.play(board.play(st, (n // 2) * n + n // 2), 0)  # both colours: territory is judged
             players.candidate_moves(st)
-            players.final_score(st, 4, 1)
             p = self._player()
             if isinstance(p, players.MctsPlayer):
                 p.run(st, np.random.default_rng(0), max_visits=16).tree.root_analysis()
@@ -242,6 +239,9 @@ class Session:
                 p.forget()
             elif isinstance(p, players.PolicyPlayer):
                 p.prior(st)
+            if not isinstance(p, players.ApvPlayer):
+                self.judge(st)  # pattern playouts
+                self.judge.clear()
         except Exception as e:  # noqa: BLE001 - reported, genmove then falls back
             self.log(f"{NAME}: warm-up failed: {type(e).__name__}: {e}")
         finally:
@@ -256,13 +256,16 @@ class Session:
             threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
 
     def _check_pattern_policies(self):
-        """The apv engine's pattern policies are found and are pattern
-        policies (CheckpointError naming the flag otherwise); loaded with
-        the player."""
+        """The pattern policies the engine uses are found and are pattern
+        policies (CheckpointError naming the flag otherwise): the rollout
+        policy (every engine's judge), the tree policy (apv); loaded when
+        first used."""
         from alphalite.nn import checkpoint
 
-        for flag, ref in (("--tree-policy", self.config.tree_policy),
-                          ("--rollout-policy", self.config.rollout_policy)):
+        refs = [("--rollout-policy", self.config.rollout_policy)]
+        if self.config.engine == "apv":
+            refs.append(("--tree-policy", self.config.tree_policy))
+        for flag, ref in refs:
             try:
                 info = checkpoint.read_model_info(checkpoint.find_model_dir(ref))
             except checkpoint.CheckpointError as e:
