@@ -388,3 +388,25 @@ def test_no_game_ending_pass_while_our_group_is_unsettled():
     assert decisions.surely_won(st, WHITE, sure)
     d = choose(st, WHITE, cand, _no_search, sure, np.random.default_rng(0))
     assert d.move == 81 and d.note == "the opponent passed and passing wins"
+
+
+def test_our_pass_is_judged_with_the_opponent_to_move():
+    """A group that lives when we move first is no reason to pass: the
+    estimate that answers the opponent's pass has the opponent to move
+    (default9n game 37: a search with White to move kept eight stones that
+    GNU Go, the referee, called dead; the pass drew a won-looking game)."""
+    g = Game(9, 7.0)
+    g.reset(start=board.parse_diagram(UNSETTLED, komi=7.0, to_play=BLACK))
+    g.play(BLACK, 81)
+    st = g.state
+    sure = UNSETTLED_OWN.copy()
+    sure[sure == -0.45] = -0.9
+
+    def search(state, n):  # White's four stones live only if White moves first
+        return (sure if state.to_play == WHITE else UNSETTLED_OWN), -15.8, 29.6
+
+    judge = Judge(32, search=search)
+    assert st.to_play == WHITE and not decisions.surely_won(st, WHITE, judge)
+    d = choose(st, WHITE, players.candidate_moves(st), _searched(coords.from_gtp("C7", 9)), judge,
+               np.random.default_rng(0))
+    assert d.move == coords.from_gtp("C7", 9)

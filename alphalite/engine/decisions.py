@@ -98,8 +98,12 @@ def surely_won(state: board.GoState, color: int, judge: Judge) -> bool:
     alive only where it surely keeps them (ownership above ``SURE`` for
     us), the opponent's dead only where it surely takes them? A referee
     judges an unsettled group its own way (GNU Go called dead four of our
-    stones the rollouts gave us at 0.45: a won game scored a draw)."""
-    own = judge.territory(state).ownership * color  # > 0: ours
+    stones the rollouts gave us at 0.45: a won game scored a draw). The
+    estimate is of the board with the opponent to move: our pass gives up
+    the move that an estimate with us to move spends saving a group (GNU
+    Go called dead eight stones a search with us to move kept alive)."""
+    after = board.with_to_play(players.resume(state), -color)
+    own = judge.territory(after).ownership * color  # > 0: ours
     s = board.stones(state).ravel() * color  # +1 ours, -1 the opponent's
     dead = np.flatnonzero(((s > 0) & (own <= SURE)) | ((s < 0) & (own > SURE)))
     return players.score_without(state, dead) * color > 0
