@@ -169,7 +169,8 @@ def _add_gtp_arguments(p) -> None:
                         "nets in batches beside them; the strongest), mcts = PUCT with batched net leaves and "
                         "uniform rollouts, policy = the policy net's move, random")
     p.add_argument("--tree-policy", default="tree19", help="apv: the pattern tree policy (priors of new leaves)")
-    p.add_argument("--rollout-policy", default="rollout19", help="the pattern rollout policy: apv's rollouts and every engine's dead-stone playouts")
+    p.add_argument("--rollout-policy", default="rollout19",
+                   help="the pattern rollout policy: apv's rollouts and every engine's dead-stone playouts")
     p.add_argument("--checkpoint", default="auto",
                    help="policy net: a shipped net's name (policy9, policy19, rl9, rl19), an exported model folder "
                         "or a run folder (a path that exists wins); or a policy-value net (AlphaZero's: its folder, "
