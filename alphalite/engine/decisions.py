@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from alphalite.engine import players
+from alphalite.engine.game import with_to_play
 from alphalite.engine.players import Decision
 from alphalite.go import board
 from alphalite.go.board import WHITE
@@ -102,8 +103,7 @@ def surely_won(state: board.GoState, color: int, judge: Judge) -> bool:
     estimate is of the board with the opponent to move: our pass gives up
     the move that an estimate with us to move spends saving a group (GNU
     Go called dead eight stones a search with us to move kept alive)."""
-    after = board.with_to_play(players.resume(state), -color)
-    own = judge.territory(after).ownership * color  # > 0: ours
+    own = judge.territory(with_to_play(state, -color)).ownership * color  # > 0: ours
     s = board.stones(state).ravel() * color  # +1 ours, -1 the opponent's
     dead = np.flatnonzero(((s > 0) & (own <= SURE)) | ((s < 0) & (own > SURE)))
     return players.score_without(state, dead) * color > 0
