@@ -121,7 +121,7 @@ class _Lane:
         self.hist_cap = hist_cap
         self.leaf_node = np.zeros(m, np.int64)
         self.leaf_kind = np.zeros(m, np.int64)
-        self.leaf_value = np.zeros(m, np.float64)
+        self.leaf_value = np.zeros((m, 2), np.float64)  # a leaf's utility and win/loss
         self.prior_buf = np.zeros(A, np.float64)
         self.rng = np.array([seed], np.int64)
         self.own = np.zeros(A - 1, np.float64)  # summed final owners of this lane's rollouts (black +1)
@@ -441,6 +441,10 @@ class ApvView:
     def value(self, node: int = 0) -> float:
         return float(K.node_q(self.tree, node, self.lam))
 
+    def winrate_value(self, node: int = 0) -> float:
+        """``value`` without the rollouts' score term: win/loss in [-1, 1]."""
+        return float(K.node_winrate(self.tree, node, self.lam))
+
     def root_q(self) -> np.ndarray:
         """float64 [A]: each root move's mixed Q from the mover's view, NaN
         where it has no rollout."""
@@ -453,7 +457,8 @@ class ApvView:
 
 def root_analysis(tree: K.ApvTree, lam: float, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
     """``search.tree.analysis_rows`` of the root (visits: rollouts; q: the
-    mixed value), what ``lz-analyze`` prints."""
+    mixed value, with the score term; winrate: the mixed win/loss), what
+    ``lz-analyze`` prints."""
     def line(a):
         pv, pv_visits, node, m = [], [], 0, a
         while len(pv) < pv_len and tree.children_nr[node, m] > 0:
@@ -466,7 +471,7 @@ def root_analysis(tree: K.ApvTree, lam: float, min_visits: int = 1, pv_len: int 
         return pv, pv_visits
 
     return analysis_rows(tree.children_nr[0], tree.children_prior[0], lambda a: K.edge_q(tree, 0, a, lam), line,
-                         min_visits)
+                         min_visits, win=lambda a: K.edge_winrate(tree, 0, a, lam))
 
 
 __all__ = ["ApvOutput", "ApvSearch", "ApvView", "MAX_DEPTH", "root_analysis"]

@@ -16,7 +16,9 @@ nearly all the time, outside it; the network thread never touches the tree.
 Statistics (AlphaGo, Methods "Search algorithm"): every edge keeps rollout
 counts ``nr``/``wr`` and value-net counts ``nv``/``wv``, each sum from the
 chooser's view; ``Q = (1 - lam) * wr/nr + lam * wv/nv`` (rollouts only
-while ``nv == 0``).
+while ``nv == 0``). ``wr`` sums the rollouts' utilities (with a score term,
+``utility``); ``wl`` beside it their wins and losses alone, so that the
+winrates the engine reports stay winrates (``edge_winrate``).
 """
 
 from __future__ import annotations
@@ -48,12 +50,14 @@ class ApvTree(NamedTuple):
     children_prior: np.ndarray  # float32 [N, A], masked and normalised
     children_legal: np.ndarray  # bool [N, A]
     children_nr: np.ndarray  # int32 [N, A] rollouts through the edge
-    children_wr: np.ndarray  # float64 [N, A] their results, chooser's view
+    children_wr: np.ndarray  # float64 [N, A] their results (utilities), chooser's view
+    children_wl: np.ndarray  # float64 [N, A] their wins (+1), losses (-1) and draws (0), chooser's view
     children_nv: np.ndarray  # int32 [N, A] network values through the edge
     children_wv: np.ndarray  # float64 [N, A]
     children_vl: np.ndarray  # int32 [N, A] descents in flight through the edge (virtual losses)
     node_nr: np.ndarray  # int32 [N]
     node_wr: np.ndarray  # float64 [N], node's player to move's view
+    node_wl: np.ndarray  # float64 [N]
     node_nv: np.ndarray  # int32 [N]
     node_wv: np.ndarray  # float64 [N]
     node_vl: np.ndarray  # int32 [N] descents in flight through the node
@@ -66,14 +70,22 @@ class ApvTree(NamedTuple):
     counter: np.ndarray  # int64 [1]: nodes in use
 
 
+_DTYPES = dict(children_index=np.int32, children_prior=np.float32, children_legal=np.bool_,
+               children_nr=np.int32, children_wr=np.float64, children_wl=np.float64, children_nv=np.int32,
+               children_wv=np.float64, children_vl=np.int32, node_nr=np.int32, node_wr=np.float64,
+               node_wl=np.float64, node_nv=np.int32, node_wv=np.float64, node_vl=np.int32, parents=np.int32,
+               action=np.int32, to_play=np.int8, terminal=np.bool_, expanded=np.bool_, net_state=np.int8,
+               counter=np.int64)
+_FILL = dict(children_index=-1, parents=-1, action=-1)
+
+
 def new_tree(capacity: int, num_actions: int, to_play: int) -> ApvTree:
     N, A = max(int(capacity), 2), int(num_actions)
-    t = ApvTree(np.full((N, A), -1, np.int32), np.zeros((N, A), np.float32), np.zeros((N, A), np.bool_),
-                np.zeros((N, A), np.int32), np.zeros((N, A), np.float64), np.zeros((N, A), np.int32),
-                np.zeros((N, A), np.float64), np.zeros((N, A), np.int32), np.zeros(N, np.int32),
-                np.zeros(N, np.float64), np.zeros(N, np.int32), np.zeros(N, np.float64), np.zeros(N, np.int32),
-                np.full(N, -1, np.int32), np.full(N, -1, np.int32), np.zeros(N, np.int8), np.zeros(N, np.bool_),
-                np.zeros(N, np.bool_), np.zeros(N, np.int8), np.zeros(1, np.int64))
+    arrays = []
+    for name in ApvTree._fields:
+        shape = (1,) if name == "counter" else ((N, A) if name.startswith("children_") else (N,))
+        arrays.append(np.full(shape, _FILL.get(name, 0), _DTYPES[name]))
+    t = ApvTree(*arrays)
     t.counter[0] = 1
     t.to_play[0] = to_play
     return t
@@ -90,8 +102,7 @@ def grown(t: ApvTree, need: int) -> ApvTree:
         if name == "counter":
             out.append(a.copy())  # old views keep their own count
             continue
-        fill = -1 if name in ("children_index", "parents", "action") else 0
-        b = np.full((new,) + a.shape[1:], fill, a.dtype)
+        b = np.full((new,) + a.shape[1:], _FILL.get(name, 0), a.dtype)
         b[:cap] = a
         out.append(b)
     return ApvTree(*out)
@@ -159,6 +170,19 @@ def edge_q(t, node, a, lam):
     if nv > 0 and lam > 0.0:
         q = (1.0 - lam) * q + lam * t.children_wv[node, a] / nv
     return q
+
+
+def edge_winrate(t, node, a, lam):
+    """Mixed win/loss value of edge ``(node, a)`` in [-1, 1], chooser's view
+    (``edge_q`` without the rollouts' score term; needs ``nr > 0``)."""
+    return mixed(t.children_wl[node, a] / t.children_nr[node, a], t.children_wv[node, a], t.children_nv[node, a],
+                 lam)
+
+
+def node_winrate(t, node, lam):
+    """Mixed win/loss value of ``node`` in [-1, 1], its player to move's view."""
+    n = t.node_nr[node]
+    return mixed(t.node_wl[node] / n if n > 0 else 0.0, t.node_wv[node], t.node_nv[node], lam)
 
 
 @njit(cache=True, inline="always")
@@ -240,14 +264,16 @@ def set_priors(t, node, priors):
 
 
 @njit(cache=True)
-def _backup(t, node, z, rollout, vl):
+def _backup(t, node, z, wl, rollout, vl):
     """Add result ``z`` (from ``node``'s player to move's view) to ``node``
-    and every ancestor: rollout counts or value-net counts. ``vl``: also
-    take back the virtual loss the path was given on the way down."""
+    and every ancestor: rollout counts (``wl``: the rollout's win/loss, the
+    same view) or value-net counts. ``vl``: also take back the virtual loss
+    the path was given on the way down."""
     me = t.to_play[node]
     if rollout:
         t.node_nr[node] += 1
         t.node_wr[node] += z
+        t.node_wl[node] += wl
     else:
         t.node_nv[node] += 1
         t.node_wv[node] += z
@@ -256,14 +282,17 @@ def _backup(t, node, z, rollout, vl):
         p = t.parents[n]
         a = t.action[n]
         s = z if t.to_play[p] == me else -z
+        sl = wl if t.to_play[p] == me else -wl
         if vl:
             t.children_vl[p, a] -= 1
             t.node_vl[p] -= 1
         if rollout:
             t.children_nr[p, a] += 1
             t.children_wr[p, a] += s
+            t.children_wl[p, a] += sl
             t.node_nr[p] += 1
             t.node_wr[p] += s
+            t.node_wl[p] += sl
         else:
             t.children_nv[p, a] += 1
             t.children_wv[p, a] += s
@@ -293,8 +322,8 @@ def utility(margin, stone, cfg):
 def _descend(t, root, S, pol, q, cfg, prior_buf):
     """One descent with virtual loss (one rollout's worth on every edge
     taken) on scratch board ``S``: queue unseen positions for the network,
-    expand a new leaf with the tree policy. Returns (leaf node, kind, value
-    for a terminal leaf)."""
+    expand a new leaf with the tree policy. Returns (leaf node, kind, and
+    for a terminal leaf its utility and win/loss)."""
     c_puct, fpu, root_fpu, lam = cfg[C_PUCT], cfg[C_FPU], cfg[C_ROOT_FPU], cfg[C_LAM]
     max_depth = int(cfg[C_MAX_DEPTH])
     qcap = q.node.shape[0]
@@ -304,7 +333,8 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
     while True:
         if t.terminal[node]:
             black, white = area(S)
-            return node, LEAF_TERMINAL, utility(black - white - cfg[C_KOMI], t.to_play[node], cfg)
+            margin = black - white - cfg[C_KOMI]
+            return node, LEAF_TERMINAL, utility(margin, t.to_play[node], cfg), win_loss(margin, t.to_play[node])
         if t.net_state[node] == NET_NONE and q.count[0] < qcap:
             k = q.count[0]
             encode_into(S, int(cfg[C_PRESET]), q.planes[k])
@@ -317,9 +347,9 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
             patterns.probabilities(S, patterns.state_for(S), pol.tree_tab, pol.tree_w, pol.tree_row, prior_buf)
             set_priors(t, node, prior_buf)
             t.expanded[node] = True
-            return node, LEAF_ROLLOUT, 0.0
+            return node, LEAF_ROLLOUT, 0.0, 0.0
         if depth >= max_depth:
-            return node, LEAF_ROLLOUT, 0.0
+            return node, LEAF_ROLLOUT, 0.0, 0.0
         a = pick(t, node, c_puct, root_fpu if node == 0 else fpu, lam, cfg[C_VL])
         if a < 0:
             raise RuntimeError("apv: a non-terminal node has no legal move")
@@ -346,21 +376,23 @@ def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, 
     loss keeps them apart), leaf ``k`` on scratch board ``k`` of the stacked
     boards ``scr`` (each with history room for a path and a rollout).
     Positions on the paths that the network has not seen are added to queue
-    ``q`` while it has room. Returns the descents made (fewer only when the
-    tree is full)."""
+    ``q`` while it has room. ``leaf_value[k]``: a terminal leaf's utility
+    and win/loss. Returns the descents made (fewer only when the tree is
+    full)."""
     cap = t.parents.shape[0]
     for k in range(m):
         if t.counter[0] + 1 >= cap:
             return k
-        leaf_node[k], leaf_kind[k], leaf_value[k] = _descend(t, root, board_at(scr, k), pol, q, cfg, prior_buf)
+        leaf_node[k], leaf_kind[k], leaf_value[k, 0], leaf_value[k, 1] = _descend(t, root, board_at(scr, k), pol, q,
+                                                                                  cfg, prior_buf)
     return m
 
 
 @njit(cache=True, nogil=True)
 def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, margins):
     """One pattern rollout from each of the first ``m`` scratch boards whose
-    leaf is not terminal; its ``utility`` for the leaf's player to move
-    into ``leaf_value``, each point's final owner (black +1) added to
+    leaf is not terminal; its ``utility`` and win/loss for the leaf's player
+    to move into ``leaf_value[k]``, each point's final owner (black +1) added to
     ``own`` (the search's ownership estimate), its final area margin
     (black minus white minus komi), its square and black's win/loss (+1,
     -1, 0) to ``margins[0]``, ``margins[1]`` and ``margins[2]``. Touches no
@@ -379,7 +411,8 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
             for i in range(own_buf.shape[0]):
                 own[i] += own_buf[i]
                 margin += own_buf[i]
-            leaf_value[k] = utility(margin, me, cfg)
+            leaf_value[k, 0] = utility(margin, me, cfg)
+            leaf_value[k, 1] = win_loss(margin, me)
             margins[0] += margin
             margins[1] += margin * margin
             margins[2] += win_loss(margin, 1)
@@ -390,7 +423,7 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
 def backup_many(t, m, leaf_node, leaf_value):
     """Back the first ``m`` leaves' results up, taking back their virtual loss."""
     for k in range(m):
-        _backup(t, leaf_node[k], leaf_value[k], True, True)
+        _backup(t, leaf_node[k], leaf_value[k, 0], leaf_value[k, 1], True, True)
 
 
 @njit(cache=True, nogil=True)
@@ -407,7 +440,7 @@ def apply_net(t, nodes, priors, values, n, lam):
         if lam > 0.0:
             v = values[i]
             if v == v:
-                _backup(t, node, min(1.0, max(-1.0, float(v))), False, False)
+                _backup(t, node, min(1.0, max(-1.0, float(v))), 0.0, False, False)
 
 
 def hist_room(root_board, max_moves: int, max_depth: int) -> int:
@@ -432,6 +465,7 @@ def check(t: ApvTree) -> None:
             assert t.children_nv[node, a] == t.node_nv[c], (node, a)
             sign = 1.0 if t.to_play[node] == t.to_play[c] else -1.0
             assert np.isclose(t.children_wr[node, a], sign * t.node_wr[c])
+            assert np.isclose(t.children_wl[node, a], sign * t.node_wl[c])
             assert np.isclose(t.children_wv[node, a], sign * t.node_wv[c])
             assert t.children_legal[node, a]
         if t.expanded[node] and not t.terminal[node]:

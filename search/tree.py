@@ -127,6 +127,8 @@ class Tree:
         v = int(self.node_visits[node])
         return float(self.node_value_sum[node] / v) if v else 0.0
 
+    winrate_value = value  # the values are win/loss: the winrate the analysis lines print is 0.5 * (value + 1)
+
     def principal_variation(self, node: int = 0, max_len: int = 32) -> list[int]:
         """Most-visited line from ``node`` (flat moves; ties as ``choose_move``)."""
         pv = []
@@ -204,11 +206,14 @@ def choose_move(visits, prior, allowed, temperature: float = 0.0, gen=None) -> i
     return int(gen.choice(counts.shape[0], p=p / p.sum()))
 
 
-def analysis_rows(visits, prior, q, line, min_visits: int = 1) -> list[dict]:
+def analysis_rows(visits, prior, q, line, min_visits: int = 1, win=None) -> list[dict]:
     """The rows ``lz-analyze``/``kata-analyze`` print, per root move with at
     least ``min_visits`` visits, most visits first (ties: higher prior):
-    move, visits, q (``q(a)``, root player's view), winrate, prior, lcb (a
+    move, visits, q (``q(a)``, root player's view: the value the search
+    maximises), winrate (from ``win(a)``, the win/loss value in [-1, 1];
+    ``q`` itself when the search's values are win/loss), prior, lcb (a
     winrate lower bound), pv and pv_visits (``line(a) -> (moves, visits)``)."""
+    win = win or q
     order = np.lexsort((-np.asarray(prior), -np.asarray(visits)))
     out = []
     for a in order:
@@ -216,7 +221,7 @@ def analysis_rows(visits, prior, q, line, min_visits: int = 1) -> list[dict]:
         if n < min_visits:
             break
         qa = float(q(int(a)))
-        wr = 0.5 * (qa + 1.0)
+        wr = 0.5 * (float(win(int(a))) + 1.0)
         lcb = wr - 1.96 * np.sqrt(max(wr * (1 - wr), 0.0025) / n)
         pv, pv_visits = line(int(a))
         out.append(dict(move=int(a), visits=n, q=qa, winrate=wr, prior=float(prior[a]), lcb=float(lcb), pv=pv,

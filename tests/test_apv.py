@@ -12,7 +12,7 @@ import pytest
 from alphalite.go import board
 from alphalite.nn import features
 from search import apv_kernels as K
-from search.apv import ApvSearch, root_analysis
+from search.apv import ApvSearch, ApvView, root_analysis
 from search.params import SearchParams
 from search.rollout import PatternPolicy
 from tests.test_search import CAPTURE, CAPTURE_MOVE
@@ -119,6 +119,7 @@ def test_score_utility_centres_on_the_last_search(policies):
     t = out.tree
     assert np.isclose(out.root_value, 0.5 * wins + 0.5 * t.node_wv[0] / t.node_nv[0])
     assert not np.isclose(out.root_value, K.node_q(t, 0, 0.5))
+    assert np.isclose(t.node_wl[0], sum(lane.margins[2] for lane in s._lanes))  # the tree keeps those wins too
     after = board.play(state, 40)
     assert np.isclose(s._center(after), 0.8 * out.margin)
     assert s._center(board.play(board.play(after, 41), 42)) == 0.0 and s._center(state) == 0.0
@@ -244,6 +245,26 @@ def test_analysis_lists_visited_moves(policies):
     assert rows[0]["move"] == out.action
     assert sum(r["visits"] for r in rows) == 100
     assert all(0.0 <= r["winrate"] <= 1.0 and r["pv"][0] == r["move"] for r in rows)
+
+
+def test_analysis_winrates_are_wins_and_losses_not_utilities(policies):
+    """With the score term the tree's values are utilities; the winrates
+    the analysis prints come from the rollouts' wins and losses alone."""
+    won = board.new_game(9, -90.5)  # Black wins every rollout, by 9.5 to 171.5 points
+    s = make(None, policies, 9, synchronous=True, search_params=SearchParams(lam=0.0, score_utility=0.25))
+    out = s.run(won, max_sims=300)
+    K.check(out.tree)
+    rows = root_analysis(out.tree, 0.0)
+    assert sum(r["visits"] for r in rows) == 299  # the first rollout is the root's own
+    assert all(r["winrate"] == 1.0 and 0.75 < r["q"] < 1.0 for r in rows)
+    view = ApvView(out.tree, won, 0.0)
+    assert view.winrate_value(0) == 1.0 and out.root_value == 1.0 and view.value(0) < 1.0
+    # without the score term the two are the same numbers
+    plain = make(None, policies, 9, synchronous=True, search_params=SearchParams(lam=0.0, score_utility=0.0))
+    out = plain.run(board.new_game(9, 7.0), max_sims=300)
+    t = out.tree
+    assert np.array_equal(t.children_wl, t.children_wr) and np.array_equal(t.node_wl, t.node_wr)
+    assert all(r["winrate"] == 0.5 * (r["q"] + 1.0) for r in root_analysis(t, 0.0))
 
 
 def test_refuses_finished_games_and_other_sizes(policies):

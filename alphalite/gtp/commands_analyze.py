@@ -179,12 +179,12 @@ class AnalyzeCommands:
         if len(rows) < req.min_moves:
             seen = {r["move"] for r in rows}
             prior = tree.raw_root_prior if tree.raw_root_prior is not None else tree.children_prior[0]
-            q = tree.value(0)
+            q, wr = tree.value(0), 0.5 * (tree.winrate_value(0) + 1.0)
             for a in np.argsort(-prior, kind="stable"):
                 if len(rows) >= req.min_moves:
                     break
                 if int(a) not in seen and tree.children_legal[0, a]:
-                    rows.append(dict(move=int(a), visits=0, q=q, winrate=0.5 * (q + 1.0), prior=float(prior[a]),
+                    rows.append(dict(move=int(a), visits=0, q=q, winrate=wr, prior=float(prior[a]),
                                      lcb=0.0, pv=[int(a)], pv_visits=[0]))
         return rows if req.max_moves is None else rows[: req.max_moves]
 
@@ -216,9 +216,10 @@ class AnalyzeCommands:
             [rootInfo visits N utility U winrate W scoreMean S scoreStdev D
               scoreLead S scoreSelfplay S] [ownership O*size*size]
 
-        ``winrate``/``lcb``: the search's (as ``lz-analyze``, as floats);
-        ``utility``: the search's mean value in [-1, 1] (no score term),
-        ``utilityLcb = 2 * lcb - 1``. Scores and ownership come from
+        ``winrate``/``lcb``: the search's (as ``lz-analyze``, as floats: wins
+        and losses alone); ``utility``: the value the search maximises, in
+        [-1, 1] (the apv search's rollouts add a score term below 19x19,
+        ``--score-utility``), ``utilityLcb = 2 * lcb - 1``. Scores and ownership come from
         ``_territory`` of the position after the move (of the root for
         ``rootInfo`` and ``ownership``): scoreMean, scoreLead and
         scoreSelfplay are all its mean final margin, scoreStdev its spread;
@@ -251,7 +252,8 @@ class AnalyzeCommands:
                 q = tree.value(0)
                 lead = _num(me * t.margin)
                 parts.append(f"rootInfo visits {int(tree.node_visits[0])} utility {_num(q)} "
-                             f"winrate {_num(0.5 * (q + 1.0))} scoreMean {lead} scoreStdev {_num(t.stdev)} "
+                             f"winrate {_num(0.5 * (tree.winrate_value(0) + 1.0))} scoreMean {lead} "
+                             f"scoreStdev {_num(t.stdev)} "
                              f"scoreLead {lead} scoreSelfplay {lead}")
             if req.ownership:
                 parts.append("ownership " + " ".join(_num(me * x) for x in t.ownership))
