@@ -43,6 +43,11 @@ from search.tree import analysis_rows
 MAX_DEPTH = 256
 CHUNK_SECONDS = 0.004
 NET_TIMEOUT = 60.0  # seconds a network batch may take before the search gives up
+# A tree doubling copies every array into fresh memory: seconds per node and
+# action. Measured 16-50 ns warm and 200 ns where the memory is touched for the
+# first time (2-core AMD EPYC VM; a 9x9 tree of 16K nodes took 0.28 s), which
+# made 9x9 moves of 1.04 and 1.34 s at 1 s byo-yomi (docs/strength.md).
+GROW_SECONDS_PER_ENTRY = 1e-7
 # KataGo's dynamic score utility: scale per board side, centre shrunk towards 0
 SCORE_SCALE, SCORE_CENTER_ZERO_WEIGHT = 0.75, 0.2
 
@@ -374,7 +379,11 @@ class _Run:
                 m = lane.m if self.max_sims is None else min(lane.m, self.max_sims - self.sims)
                 if m <= 0:
                     break
-                self.tree = tree = K.grown(self.tree, int(self.tree.counter[0]) + 2 * len(self.lanes) * s.m + 2)
+                need = int(self.tree.counter[0]) + 2 * len(self.lanes) * s.m + 2
+                if need > self.tree.parents.shape[0] and self._no_time_to_grow():
+                    self.stop = True  # a doubling now would outlast the budget (a big reused tree)
+                    break
+                self.tree = tree = K.grown(self.tree, need)
                 m = K.descend_many(tree, self.root, lane.scr, s.pol, self.fill, self.cfg, lane.prior_buf, m,
                                    lane.leaf_node, lane.leaf_kind, lane.leaf_value)
                 self.sims += m
@@ -390,6 +399,12 @@ class _Run:
             # outside the lock: an analysis line may take a while to write
             if out is not None and self.callback(out):
                 self.stop = True
+
+    def _no_time_to_grow(self) -> bool:
+        if self.t_end is None:
+            return False
+        cap, A = self.tree.children_prior.shape
+        return time.perf_counter() + GROW_SECONDS_PER_ENTRY * cap * A > self.t_end
 
     def output(self, final: bool = False) -> ApvOutput:
         """The search so far (under the lock, or once every thread is done:

@@ -175,6 +175,23 @@ def test_tree_grows_while_threads_run_and_time_budget_holds(policies):
         s.close()
 
 
+def test_a_timed_search_does_not_grow_its_tree_past_the_budget(policies, monkeypatch):
+    """Doubling a big tree copies every array (tens of MB on 9x9 with a
+    reused tree): a timed search stops instead of starting one it cannot
+    finish by its deadline; without a deadline the tree grows."""
+    import search.apv as apv_mod
+
+    s = make(flat_net(), policies, 9, synchronous=True)
+    s.initial_nodes = 64
+    monkeypatch.setattr(apv_mod, "GROW_SECONDS_PER_ENTRY", 1.0)  # every doubling "takes" far longer than the budget
+    out = s.run(board.new_game(9, 7.0), max_seconds=5.0)
+    assert out.tree.parents.shape[0] == 64 and 50 < out.tree.counter[0] <= 64
+    assert out.seconds < 2.0  # stopped when the tree was full, not at the deadline
+    K.check(out.tree)
+    out = s.run(board.new_game(9, 7.0), max_sims=200)  # no deadline: it grows
+    assert out.tree.parents.shape[0] > 64 and out.tree.counter[0] > 64
+
+
 def test_a_failed_batch_of_a_finished_search_stays_with_it(policies):
     calls = []
 
