@@ -51,11 +51,13 @@ def test_int8_policy_value_net_names_the_fp32_moves_and_is_cached(cache, monkeyp
         dv.append(abs(v8 - v32))
     assert same >= 0.8 * len(states), same
     assert np.median(dv) < 0.1
-    # every convolution really runs on int8 weights and inputs; the dense heads stay fp32
+    # every convolution but the stem really runs on int8 weights and inputs; the dense heads stay fp32
     g = onnx.load_from_string(q8.protos[0]).graph
     made_by = {o: n.op_type for n in g.node for o in n.output}
     convs = [n for n in g.node if n.op_type == "Conv"]
-    assert convs and all(made_by.get(n.input[0]) == made_by.get(n.input[1]) == "DequantizeLinear" for n in convs)
+    assert len(convs) > 1 and all(made_by.get(n.input[0]) == made_by.get(n.input[1]) == "DequantizeLinear"
+                                  for n in convs[1:])
+    assert made_by.get(convs[0].input[1]) != "DequantizeLinear"  # the stem, on the input planes
     assert all(made_by.get(n.input[1]) != "DequantizeLinear" for n in g.node if n.op_type == "Gemm")
 
     def no_self_play(*a, **k):
@@ -84,6 +86,17 @@ def test_a_net_that_loses_its_moves_in_int8_is_refused_or_run_in_fp32(cache, mon
     net = players.load_net("az9", None, "auto")  # the default: fp32 on ONNX Runtime, and it says why
     assert net.inference == "onnx" and net.protos is None
     assert net.note.startswith("not int8: the int8 net agrees with fp32 on")
+
+    def no_self_play(*a, **k):
+        raise AssertionError("calibrated again instead of remembering the failure")
+
+    monkeypatch.setattr(int8, "self_play_planes", no_self_play)  # the next start knows at once
+    again = players.load_net("az9", None, "auto")
+    assert again.inference == "onnx" and again.note.startswith("not int8: the int8 net agrees with fp32 on")
+    assert again.note.endswith("(remembered)")
+    monkeypatch.setattr(int8, "MIN_AGREE", 0.5)  # another bar is another question: asked again
+    with pytest.raises(AssertionError, match="calibrated again"):
+        players.load_net("az9", None, "int8")
 
 
 def test_an_unwritable_cache_costs_the_cache_only(tmp_path, monkeypatch):

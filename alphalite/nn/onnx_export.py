@@ -61,7 +61,7 @@ def to_onnx(model, variables: dict):
 
     def node(op, inputs, **attrs):
         out = name(op.lower())
-        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))  # named: int8 excludes the stem by name
         return out
 
     def conv_bn(x, kernel, bn_p, bn_s):
