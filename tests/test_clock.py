@@ -200,3 +200,50 @@ def test_warm_up_leaves_nothing_for_the_first_moves(tmp_path):
     assert seen["1", "auto"] == {"numba": [], "jax": []}, seen["1", "auto"]
     assert seen["1", "jax"] == {"numba": [], "jax": []}, seen["1", "jax"]
     assert seen["0", "jax"]["numba"] and seen["0", "jax"]["jax"], seen["0", "jax"]
+
+
+_GAME_PROBE = r"""
+import gc, json, sys
+from numba.core.registry import CPUDispatcher
+from alphalite import cli
+from alphalite.gtp import engine as gtp
+
+def overloads():
+    return {f"{name}.{k}": len(v.overloads) for name, mod in list(sys.modules.items())
+            if name.startswith(("alphalite", "search", "selfplay")) and mod is not None
+            for k, v in list(vars(mod).items()) if isinstance(v, CPUDispatcher)}
+
+args = cli.build_parser().parse_args(["gtp", "--size", "9", "--komi", "7", "--visits", "16", "--seed", "3"])
+eng = gtp.Engine(gtp.config_from_args(args), log=lambda m: None)
+eng._ready.wait()
+frozen = gc.get_freeze_count()
+before, replies = overloads(), []
+while len(replies) < 160 and replies[-2:] != ["= pass"] * 2 and "= resign" not in replies:
+    replies.append(eng.handle(f"genmove {'bw'[len(replies) % 2]}").strip())
+for c in ("final_score", "final_status_list dead", "kgs-genmove_cleanup b"):
+    replies.append(eng.handle(c).strip())
+new = sorted(k for k, v in overloads().items() if v != before.get(k, 0))
+print(json.dumps({"numba": new, "moves": len(replies) - 3, "end": replies[-5:], "frozen": frozen}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_warm_up_covers_a_whole_game_of_the_default_engine(tmp_path):
+    """The default engine (apv) on 9x9 plays a game to its end and scores it
+    with no Numba kernel loaded after the warm-up: the rules around the
+    search call kernels from Python on late positions only (a pass, own
+    territory, a finished game), and each cost a move up to 0.7 s at its
+    first need. The warm-up also leaves its objects out of the collector's
+    full passes (0.14-0.19 s each with the GIL held, in the middle of a move)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _GAME_PROBE], capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["numba"] == [], seen
+    assert seen["moves"] > 20 and ("= pass" in seen["end"] or "= resign" in seen["end"]), seen
+    assert seen["frozen"] > 10_000, seen
