@@ -229,6 +229,7 @@ print(json.dumps({"numba": new, "moves": len(replies) - 3, "end": replies[-5:], 
 
 @pytest.mark.slow
 @pytest.mark.subprocess
+@pytest.mark.serial  # a whole game on both cores: the streaming tests beside it missed their lines
 def test_warm_up_covers_a_whole_game_of_the_default_engine(tmp_path):
     """The default engine (apv) on 9x9 plays a game to its end and scores it
     with no Numba kernel loaded after the warm-up: the rules around the
