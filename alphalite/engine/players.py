@@ -262,6 +262,7 @@ def warm_up_rules(state: board.GoState) -> None:
     (``is_self_atari`` in a 9x9 pass at 1 s a move: a 1.46 s move)."""
     n2 = state.size * state.size
     owners(state)
+    score_without(state, np.flatnonzero(board.stones(state).ravel())[:1])  # dead stones off
     _own_eye(state, 0)
     open_points(state, np.zeros(n2), candidate_moves(state))
     resume(board.play(board.play(state, n2), n2))
