@@ -89,9 +89,9 @@ class EngineConfig:
 def _freeze_heap() -> None:
     """Leave the objects of start-up (JAX, ONNX Runtime, the nets: about
     250,000) out of the cyclic collector's full passes. A full pass over
-    them took 0.16-0.19 s on a 2-core AMD EPYC with the GIL held, so the
-    search could not see its deadline: a 9x9 move at 1 s byo-yomi took
-    1.28 s, about one move in 500."""
+    them took 0.14-0.19 s on a 2-core AMD EPYC (Zen 3) with the GIL held,
+    when the search cannot see its deadline; one fell inside a 9x9 move at
+    1 s byo-yomi (1.46 s, with a kernel's first compile)."""
     import gc
 
     gc.collect()
