@@ -144,16 +144,21 @@ def test_max_time_bounds_a_move_with_or_without_a_clock():
     assert budget == 0.3 and took < 0.3 + 0.15, logs[-1]
 
 
-_PROBE = r"""
-import json, logging, sys
+# Numba overloads per kernel of our packages: a count that changes has loaded or compiled one
+_OVERLOADS = r"""
+import sys
 from numba.core.registry import CPUDispatcher
-import jax
-from alphalite.gtp import engine as gtp
 
 def overloads():
     return {f"{name}.{k}": len(v.overloads) for name, mod in list(sys.modules.items())
             if name.startswith(("alphalite", "search", "selfplay")) and mod is not None
             for k, v in list(vars(mod).items()) if isinstance(v, CPUDispatcher)}
+"""
+
+_PROBE = _OVERLOADS + r"""
+import json, logging
+import jax
+from alphalite.gtp import engine as gtp
 
 compiles = []
 class Seen(logging.Handler):
@@ -202,16 +207,10 @@ def test_warm_up_leaves_nothing_for_the_first_moves(tmp_path):
     assert seen["0", "jax"]["numba"] and seen["0", "jax"]["jax"], seen["0", "jax"]
 
 
-_GAME_PROBE = r"""
-import gc, json, sys
-from numba.core.registry import CPUDispatcher
+_GAME_PROBE = _OVERLOADS + r"""
+import gc, json
 from alphalite import cli
 from alphalite.gtp import engine as gtp
-
-def overloads():
-    return {f"{name}.{k}": len(v.overloads) for name, mod in list(sys.modules.items())
-            if name.startswith(("alphalite", "search", "selfplay")) and mod is not None
-            for k, v in list(vars(mod).items()) if isinstance(v, CPUDispatcher)}
 
 args = cli.build_parser().parse_args(["gtp", "--size", "9", "--komi", "7", "--visits", "16", "--seed", "3"])
 eng = gtp.Engine(gtp.config_from_args(args), log=lambda m: None)
