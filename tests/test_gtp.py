@@ -1030,11 +1030,20 @@ def test_kata_analyze_streams(engine):
     assert engine.ask("clear_board") == (True, "")
     assert engine.ask("play b e5") == (True, "")
     engine.send_raw(b"21 kata-analyze 5 ownership true\n")
-    time.sleep(1.5)  # a line with ownership takes 0.2-0.3 s of pattern rollouts on 9x9 (more under load)
+    # Stop it only once two lines have come: a line with ownership takes
+    # 0.2-0.3 s of rollouts on 9x9 when idle, seconds on a loaded CI host.
+    head = engine._line(60.0)
+    m = RESPONSE_START.match(head)
+    assert m and m.group(1) == b"=" and m.group(2) == b"21", head
+    raw = [head[m.end():]]
+    while sum(1 for ln in raw if ln) < 2:
+        raw.append(engine._line(60.0))
+        assert raw[-1] != b"", raw  # the stream ended before it was told to
     engine.send_raw(b"\n")
-    ok, body = engine.response("21")
-    lines = [ln for ln in body.split("\n") if ln]
-    assert ok and len(lines) >= 2, body
+    while raw[-1] != b"":
+        raw.append(engine._line(60.0))
+    lines = [ln.decode() for ln in raw if ln]
+    assert len(lines) >= 2, lines
     for ln in lines:
         parsed = parse_kata(ln, 9)
         assert parsed["infos"] and len(parsed["ownership"]) == 81
