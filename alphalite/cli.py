@@ -376,7 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # after parsing: --help and --version stay instant
-    runtime.setup(training=getattr(args, "training", False))
+    training = getattr(args, "training", False)
+    runtime.setup(training=training)
+    if training:  # a resumed run (or a test's tenth short one) reads its compiles back
+        from alphalite.nn import jitcache
+
+        jitcache.enable()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -7,8 +7,12 @@ runs the rest), ``gnugo`` (needs GNU Go), ``subprocess`` (starts processes)."""
 import os
 
 from alphalite import runtime
+from alphalite.nn import jitcache
 
 runtime.setup()
+# Tests train many short runs of the same nets, in this process and in the
+# processes they start: each compile happens once (alphalite/nn/jitcache.py).
+jitcache.enable()
 # --conv auto uses the fixed rule, here and in the processes tests start: no
 # timing noise, no cache written (alphalite/nn/convtune.py).
 os.environ["ALPHALITE_CONV_TUNE"] = "0"
