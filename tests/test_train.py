@@ -39,7 +39,7 @@ def _fit(model, planes, moves, steps, lr=3e-3, batch=64, seed=0):
                          total_steps=steps)
     assert cfg.grad_clip > 0
     tx, _ = train.make_optimizer(cfg)
-    state = loop.create_state(model, tx, jax.random.PRNGKey(seed), jnp.asarray(planes[:1]))
+    state = loop.create_state(model, tx, jax.random.PRNGKey(seed))
     step = train.make_train_step(masked=False)
     rng = np.random.default_rng(seed)
     for _ in range(steps):
@@ -294,7 +294,7 @@ def test_init_starts_a_run_from_every_weight_of_a_net(sample_data, tmp_path):
     src["batch_stats"] = jax.tree_util.tree_map(lambda x: x + 0.5, src["batch_stats"])
     path = checkpoint.export_model(tmp_path / "src", src, info)
     tx = optax.adam(1e-3)
-    state = loop.create_state(model, tx, jax.random.PRNGKey(0), jnp.zeros((1, 9, 9, 17), jnp.float32))
+    state = loop.create_state(model, tx, jax.random.PRNGKey(0))
     tuned = train.init_from(state, str(path), info)
     for key in ("params", "batch_stats"):
         a, b, c = (jax.tree_util.tree_leaves(t) for t in (src[key], getattr(tuned, key), getattr(state, key)))

@@ -58,7 +58,7 @@ def _synthetic_5x5(n, seed):
 def test_value_loss_decreases_on_synthetic_task():
     planes, y = _synthetic_5x5(512, 0)
     model = nets.make_model("b1c8_value", 5, 17)
-    state = loop.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0), jnp.asarray(planes[:1]))
+    state = loop.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0))
     step = value.make_train_step()
     rng = np.random.default_rng(0)
     losses = []
@@ -368,7 +368,7 @@ def test_aux_net_learns_the_synthetic_winner_and_ownership():
     planes, y = _synthetic_5x5(512, 0)
     stones = planes[..., 0:4].sum(-1) - planes[..., 4:8].sum(-1)  # default: own, opp stones by liberties; black moves
     model = nets.make_model("b1c8_aux_value", 5, 17)
-    state = loop.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0), jnp.asarray(planes[:1]))
+    state = loop.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0))
     step = value.make_aux_train_step()
     rng = np.random.default_rng(0)
     batch_of = lambda idx: {"planes": planes[idx], "outcomes": y[idx], "to_play": np.ones(len(idx), np.int8),

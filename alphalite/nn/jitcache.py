@@ -1,8 +1,11 @@
 """JAX's persistent compilation cache for processes that start often (the
-GTP engine: every arena game and every GUI session is a fresh process).
+GTP engine: every arena game and every GUI session is a fresh process) or
+start again (a training run resumed, a self-play actor restarted by Ray).
 
 Compiling the policy/value nets for the search's batch shapes took 0.6-0.8 s
 of a 19x19 engine's start-up; read back from this cache it takes about 0.3 s.
+A 24-step ``run_sl.py`` run of ``b1c8`` took 25 s, 14 s of it compiling; run
+again with the cache, 9.4 s (2-core Zen 3 EPYC).
 The folder is keyed by jaxlib version and CPU (XLA compiles for the host's
 instruction set, and a home folder can be shared by machines with different
 CPUs), under ``$ALPHALITE_CACHE`` like the native kernel. A user's own

@@ -44,11 +44,11 @@ def train_state_cls():
     return TrainState
 
 
-def create_state(model, tx, rng, sample_planes):
-    import jax
+def create_state(model, tx, rng):
+    """A fresh TrainState of ``model`` (``nets.init_variables``)."""
+    from alphalite.nn import nets
 
-    # one compile instead of one per parameter initializer (6 s of a tiny run)
-    variables = jax.jit(model.init, static_argnames="train")(rng, sample_planes, train=False)
+    variables = nets.init_variables(model, rng)
     return train_state_cls().create(apply_fn=model.apply, params=variables["params"], tx=tx,
                                      batch_stats=variables.get("batch_stats", {}))
 

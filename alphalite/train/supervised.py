@@ -274,7 +274,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
                             **({"dtype": jnp.bfloat16} if cfg.precision == "bfloat16" else {}))
     tx, schedule = make_optimizer(cfg)
     rng = jax.random.PRNGKey(cfg.seed)
-    state = create_state(model, tx, rng, jnp.zeros((1, size, size, planes), jnp.float32))
+    state = create_state(model, tx, rng)
     aux = False
     if is_value:
         from alphalite.train import value as value_lib

@@ -79,8 +79,10 @@ class ZeroConfig:
 
 def _setup_worker(training: bool = False) -> None:
     from alphalite import runtime
+    from alphalite.nn import jitcache
 
     runtime.setup(training=training)
+    jitcache.enable()  # an actor restarted after a crash, or a resumed run, reads its compiles back
 
 
 class SelfPlayer:
