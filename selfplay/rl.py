@@ -276,8 +276,7 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
     tx = make_optimizer(cfg)
     sl_vars = jax.tree_util.tree_map(jnp.asarray, sl_vars)
     batch_stats = sl_vars.get("batch_stats", {})
-    state = loop.train_state_cls().create(apply_fn=model.apply, params=sl_vars["params"], tx=tx,
-                                            batch_stats=batch_stats)
+    state = loop.new_state(model, tx, sl_vars)
     mgr = ckpt.manager(workdir / "ckpt", max_to_keep=2)
     pool_dir = workdir / "pool"
     meta = {"iteration": 0, "pool": [], "best_winrate": -1.0, "best_iteration": -1, "seconds": 0.0}

@@ -125,8 +125,7 @@ class Learner:
         self.cache: dict[str, tuple] = {}
         tx = loop.with_clipping(optax.adamw(learning_rate, weight_decay=weight_decay), loop.GRAD_CLIP)
         variables, self.copied = initial_variables(self.model, seed, init, init_value)
-        self.state = loop.train_state_cls().create(apply_fn=self.model.apply, params=variables["params"], tx=tx,
-                                                   batch_stats=variables.get("batch_stats", {}))
+        self.state = loop.new_state(self.model, tx, variables)
         self.mgr = ckpt.manager(self.store.ckpt, max_to_keep=3)
         got = ckpt.restore(self.mgr, jax.tree_util.tree_map(np.asarray, self.state))
         if got is not None:
