@@ -11,7 +11,8 @@ from alphalite.nn import jitcache
 
 runtime.setup()
 # Tests train many short runs of the same nets, in this process and in the
-# processes they start: each compile happens once (alphalite/nn/jitcache.py).
+# training and engine processes they start (whose entry points enable the
+# same cache): each compile happens once (alphalite/nn/jitcache.py).
 jitcache.enable()
 # --conv auto uses the fixed rule, here and in the processes tests start: no
 # timing noise, no cache written (alphalite/nn/convtune.py).

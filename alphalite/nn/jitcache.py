@@ -19,6 +19,9 @@ import os
 from pathlib import Path
 
 
+MAX_BYTES = 1 << 30
+
+
 def cache_path() -> Path:
     import jaxlib
 
@@ -39,4 +42,7 @@ def enable() -> Path | None:
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    # A bound turns on JAX's file lock (the engine, training runs and test
+    # workers share the folder) and its least-recently-used eviction.
+    jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
     return path

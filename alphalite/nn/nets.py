@@ -50,7 +50,7 @@ averaging a full kernel over G would keep 8x the parameters.)
 
 Helpers: ``masked_log_softmax`` / ``masked_cross_entropy`` (illegal points
 removed before the softmax, Clark & Storkey), ``init_variables``,
-``param_count``, ``model_param_count``, ``param_counts``.
+``abstract_variables``, ``param_count``, ``model_param_count``, ``param_counts``.
 
 Importing this module does no JAX device work; index tables are numpy arrays
 built lazily (cached per size).
@@ -624,15 +624,18 @@ def _dummy_input(model: nn.Module, batch: int = 1):
 # A net's initialisation runs once, so its compile is what costs: XLA's CPU
 # backend took 1.8 s to compile jax.random.uniform for one 3x3x8x8 kernel at
 # its default optimisation level, and 4.3 s for a whole b1c8 init (6.7 s
-# eagerly, one compile per initializer); at level 0, 1.0 s. The weights
-# differ from the optimised program's in the last bit (5e-8).
-_INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
+# eagerly, one compile per initializer); at level 0, 1.0 s (2-core EPYC).
+# The weights differ from the optimised program's in the last bit (5e-8).
+# One jit for the process, the model static: equal models share a compile.
+_init = jax.jit(lambda model, key, x: model.init(key, x, train=False), static_argnums=0,
+                compiler_options={"xla_backend_optimization_level": 0})
 
 
 def init_variables(model: nn.Module, key: jax.Array, batch: int = 1) -> dict:
-    """``{"params": ..., ["batch_stats": ...]}`` for a model from make_model."""
-    init = jax.jit(model.init, static_argnames="train", compiler_options=_INIT_COMPILER_OPTIONS)
-    return init(key, _dummy_input(model, batch), train=False)
+    """``{"params": ..., ["batch_stats": ...]}`` for a model from make_model.
+    A top-level jit with compiler options: not callable inside a JAX
+    transformation (``jax.eval_shape``: use ``abstract_variables``)."""
+    return _init(model, key, _dummy_input(model, batch))
 
 
 def param_count(tree) -> int:

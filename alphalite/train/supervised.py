@@ -27,7 +27,7 @@ from alphalite.runtime import files
 from alphalite.runtime.config import field
 from alphalite.train import metrics
 from alphalite.train.loop import (GRAD_CLIP, LEGACY_VALUES, GracefulStop, TrainingDiverged, apply_update,
-                                  create_state, prefetch, variables_of, with_clipping)
+                                  commit, create_state, prefetch, variables_of, with_clipping)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +222,7 @@ def init_trunk_from(state, checkpoint: str, preset: str):
     stats = dict(state.batch_stats)
     if "trunk" in stats and "trunk" in variables.get("batch_stats", {}):
         stats["trunk"] = variables["batch_stats"]["trunk"]
-    return state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params))
+    return commit(state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params)))
 
 
 def init_from(state, checkpoint: str, info: dict):
@@ -240,7 +240,7 @@ def init_from(state, checkpoint: str, info: dict):
     if jax.tree_util.tree_structure(params) != jax.tree_util.tree_structure(state.params):
         raise ValueError(f"--init {checkpoint}: its weights do not fit {info['model']}")
     stats = variables.get("batch_stats", state.batch_stats)
-    return state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params))
+    return commit(state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params)))
 
 
 def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = True) -> dict:
