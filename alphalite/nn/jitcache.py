@@ -19,9 +19,6 @@ import os
 from pathlib import Path
 
 
-MAX_BYTES = 1 << 30
-
-
 def cache_path() -> Path:
     import jaxlib
 
@@ -42,7 +39,8 @@ def enable() -> Path | None:
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    # A bound turns on JAX's file lock (the engine, training runs and test
-    # workers share the folder) and its least-recently-used eviction.
-    jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    # No jax_compilation_cache_max_size: with a bound, each write takes a file
+    # lock and reads the size and access time of every entry (thousands of
+    # small ones here): a fresh-clone test run had done 68% in 12.3 minutes,
+    # against 10.7 minutes for all of it without the bound.
     return path
