@@ -43,14 +43,14 @@ def _uniform(base, scratch, rng, max_moves, n):
 
 
 @njit
-def _pattern(base, scratch, rng, max_moves, n, tab, w):
+def _pattern(base, scratch, rng, max_moves, n, rt):
     moves = 0
     S0 = patterns.new_state(base)
     S = patterns.new_state(base)
     for _ in range(n):
         board.copy_board(scratch, base)
         patterns.copy_state(S, S0)
-        moves += patterns.rollout(scratch, S, tab, w, rng, max_moves)
+        moves += patterns.rollout(scratch, S, rt, rng, max_moves)
     return moves
 
 
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per case")
     ap.add_argument("--policy", default="rollout19")
     args = ap.parse_args(argv)
-    tab, w, _ = load_policy(args.policy)
+    rt = patterns.rollout_tables(*load_policy(args.policy)[:2])
     res = {"benchmark": "rollout", "cpu": cpu_name(), "policy": args.policy, "threads": 1}
     for size in (9, 19):
         mm = board.default_max_moves(size)
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         scratch = board.init_board(size, False, False, board.zobrist_table(), 1)
         rng = np.array([size], np.int64)
         res[f"uniform_{size}"] = _time(lambda n: _uniform(base, scratch, rng, mm, n), args.seconds)
-        res[f"pattern_{size}"] = _time(lambda n: _pattern(base, scratch, rng, mm, n, tab, w), args.seconds)
+        res[f"pattern_{size}"] = _time(lambda n: _pattern(base, scratch, rng, mm, n, rt), args.seconds)
     print(json.dumps(res))
     return 0
 

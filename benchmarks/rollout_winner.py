@@ -27,7 +27,7 @@ from rollout import load_policy
 
 
 @njit
-def _votes(B, scratch, rng, max_moves, komi, n, tab, w, use_patterns):
+def _votes(B, scratch, rng, max_moves, komi, n, rt, use_patterns):
     """Rollouts from ``B`` that black wins, of ``n``."""
     S0 = patterns.state_for(B)
     S = patterns.new_state(B)
@@ -36,7 +36,7 @@ def _votes(B, scratch, rng, max_moves, komi, n, tab, w, use_patterns):
         board.copy_board(scratch, B)
         if use_patterns:
             patterns.copy_state(S, S0)
-            patterns.rollout(scratch, S, tab, w, rng, max_moves)
+            patterns.rollout(scratch, S, rt, rng, max_moves)
         else:
             board.playout(scratch, rng, max_moves)
         b, wh = board.area(scratch)
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     ap.add_argument("--beta", type=float, default=1.0, help="scale the pattern weights (inverse temperature)")
     args = ap.parse_args(argv)
     tab, w, _ = load_policy(args.policy)
-    w = w * np.float32(args.beta)
+    rt = patterns.rollout_tables(tab, w * np.float32(args.beta))
     games = dataset.load_games(args.data, "test", 19)
     a = games.arrays
     move_numbers = [int(x) for x in args.moves.split(",")]
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
             scratch = board.init_board(19, False, False, board.zobrist_table(), 1)
             count[m] += 1
             for kind in ("uniform", "pattern"):
-                bw = _votes(B, scratch, rng, mm, float(a["komi"][g]), args.rollouts, tab, w, kind == "pattern")
+                bw = _votes(B, scratch, rng, mm, float(a["komi"][g]), args.rollouts, rt, kind == "pattern")
                 black_says = 1 if 2 * bw > args.rollouts else (-1 if 2 * bw < args.rollouts else 0)
                 hits[(kind, m)] += int(black_says == winner)
     res = {"benchmark": "rollout_winner", "cpu": cpu_name(), "policy": args.policy, "beta": args.beta, "games": used,

@@ -161,8 +161,7 @@ class ApvSearch:
         # rollouts; more leaves in flight means more virtual loss)
         self.threads = 1 if synchronous else int(threads or len(os.sched_getaffinity(0)) or 1)
         self.m = int(leaves_per_call or max(1, round(CHUNK_SECONDS / (2e-6 * size ** 3))))
-        self.pol = K.Policies(tree_policy.tab, tree_policy.w, int(tree_policy.row),
-                              rollout_policy.tab, rollout_policy.w, int(rollout_policy.row))
+        self.pol = K.Policies(tree_policy.tab, tree_policy.w, int(tree_policy.row), rollout_policy.rollout_tables())
         self.preset_id = int(preset_id)
         self.queues = [K.Queue(np.zeros((self.batch, size, size, num_planes), np.float32),
                                np.zeros((self.batch, self.A), np.bool_), np.zeros(self.batch, np.int64),

@@ -157,9 +157,7 @@ class Policies(NamedTuple):
     tree_tab: np.ndarray
     tree_w: np.ndarray
     tree_row: int
-    roll_tab: np.ndarray
-    roll_w: np.ndarray
-    roll_row: int
+    roll: patterns.RolloutTables
 
 
 @njit(cache=True, inline="always")
@@ -405,7 +403,7 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
             played += 1
             S = board_at(scr, k)
             me = S.meta[M_TOPLAY]
-            patterns.rollout(S, patterns.state_for(S), pol.roll_tab, pol.roll_w, rng, max_moves)
+            patterns.rollout(S, patterns.state_for(S), pol.roll, rng, max_moves)
             owners_into(S, own_buf)
             margin = -komi
             for i in range(own_buf.shape[0]):

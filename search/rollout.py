@@ -9,7 +9,7 @@ plus ``max_moves``. A playout cut off at ``max_moves`` is scored as it stands.
 
 Pattern rollouts (AlphaGo's rollout policy, ``alphalite.go.patterns``):
 ``PatternPolicy.load(name)`` reads a shipped or exported pattern policy;
-``pattern_rollout_value(B, scratch, rng, max_moves, komi, n, tab, w)`` is
+``pattern_rollout_value(B, scratch, rng, max_moves, komi, n, rt)`` is
 ``rollout_value`` with that policy; ``pattern_rollout_margin`` plays one
 rollout and returns black's area margin minus komi (its sign names the
 winner); ``PatternPolicy.priors(B)`` gives the tree policy's move
@@ -55,17 +55,17 @@ def rollout_values_stacked(S, n, scratch, seeds, max_moves, komi, num_rollouts, 
 
 
 @njit(cache=True)
-def pattern_rollout_margin(B, rng, max_moves, komi, tab, w):
+def pattern_rollout_margin(B, rng, max_moves, komi, rt):
     """One pattern rollout on ``B`` itself (it is played to the end): black's
     area minus white's minus komi."""
     S = patterns.state_for(B)
-    patterns.rollout(B, S, tab, w, rng, max_moves)
+    patterns.rollout(B, S, rt, rng, max_moves)
     return _margin(B, komi)
 
 
 @njit(cache=True)
-def pattern_rollout_value(B, scratch, rng, max_moves, komi, n, tab, w):
-    """``rollout_value`` with the pattern rollout policy (table ``tab``, weights ``w``)."""
+def pattern_rollout_value(B, scratch, rng, max_moves, komi, n, rt):
+    """``rollout_value`` with the pattern rollout policy (``patterns.rollout_tables``)."""
     me = B.meta[M_TOPLAY]
     base = patterns.state_for(B)
     S = patterns.new_state(scratch)
@@ -73,7 +73,7 @@ def pattern_rollout_value(B, scratch, rng, max_moves, komi, n, tab, w):
     for _ in range(n):
         copy_board(scratch, B)
         patterns.copy_state(S, base)
-        patterns.rollout(scratch, S, tab, w, rng, max_moves)
+        patterns.rollout(scratch, S, rt, rng, max_moves)
         total += me * np.sign(_margin(scratch, komi))
     return total / n
 
@@ -83,6 +83,13 @@ class PatternPolicy:
 
     def __init__(self, tab, w, row, info):
         self.tab, self.w, self.row, self.info = tab, w, row, info
+        self._rt = None
+
+    def rollout_tables(self) -> patterns.RolloutTables:
+        """The tables ``patterns.rollout`` samples from (made once)."""
+        if self._rt is None:
+            self._rt = patterns.rollout_tables(self.tab, self.w)
+        return self._rt
 
     @classmethod
     def load(cls, ref):

@@ -140,7 +140,7 @@ def test_nakade_point_after_capture_of_three():
 def test_sampler_plays_legal_moves_and_fills_no_eye():
     rng = np.random.default_rng(0)
     keys = [pt._key(t, 0) for t in (pt.T_SAVE, pt.T_NBR, pt.T_NAKADE)]
-    tab, w = pt.table_from(np.array(keys), rng.normal(0, 2, (2, len(keys))))
+    rt = pt.rollout_tables(*pt.table_from(np.array(keys), rng.normal(0, 2, (2, len(keys)))))
     lcg = np.array([3], np.int64)
     for size in (7, 9):
         B = bd.new_game(size).copy_tuple(4 * size * size)
@@ -153,7 +153,7 @@ def test_sampler_plays_legal_moves_and_fills_no_eye():
             W = size + 2
             ok = {p for p in range(len(B.color)) if B.color[p] == 0 and bd.legal_reason(B, p, stone) == bd.LEGAL
                   and not bd.is_eye(B.color, p, stone, W)}
-            pt.rollout(B, S, tab, w, lcg, 1)
+            pt.rollout(B, S, rt, lcg, 1)
             last = int(B.meta[bd.M_LAST])
             if last == size * size:
                 assert not ok
@@ -228,12 +228,50 @@ def test_search_entry_points():
     st = bd.play(bd.play(bd.new_game(9), 40), 41)
     B = st.copy_tuple(400)
     scratch = st.copy_tuple(400)
-    v = pattern_rollout_value(B, scratch, np.array([9], np.int64), 300, 7.5, 8, tab, w)
+    rt = pt.rollout_tables(tab, w)
+    v = pattern_rollout_value(B, scratch, np.array([9], np.int64), 300, 7.5, 8, rt)
     assert -1.0 <= v <= 1.0 and B.meta[bd.M_MOVES] == 2  # B untouched
-    margin = pattern_rollout_margin(scratch, np.array([9], np.int64), 300, 7.5, tab, w)
+    margin = pattern_rollout_margin(scratch, np.array([9], np.int64), 300, 7.5, rt)
     black, white = bd.area(scratch)
     assert margin == black - white - 7.5 and scratch.meta[bd.M_PASSES] == 2
     pri = PatternPolicy(tab, w, pt.TREE, {}).priors(B)
     assert abs(pri.sum() - 1) < 1e-9 and pri[40] == 0 and pri[41] == 0 and pri[81] == 0
     # the tree policy's distance-1 weight makes the previous move's neighbours likelier
     assert pri[32] > pri[0] and pri[42] > pri[80]
+
+
+def test_sampler_draws_the_rollout_softmax():
+    """The first move of a rollout follows ``probabilities`` (the rollout
+    row: 3x3, save-atari, neighbour, response), own eyes left out."""
+    size, W = 9, 11
+    B, S = _random_game(size, 1, 36)
+    stone = int(B.meta[bd.M_TOPLAY])
+    rng = np.random.default_rng(1)
+    keys = np.zeros(pt.MAX_KEYS, np.int64)
+    seen = set()
+    nak = pt.nakade_point(S, W)
+    for p in range(len(B.color)):
+        if B.color[p] == bd.EMPTY:
+            seen.update(int(k) for k in keys[:pt.features(B, S, p, stone, False, nak, keys)])
+    seen = np.array(sorted(seen), np.int64)
+    assert len({int(k) >> pt.TYPE_SHIFT for k in seen} & {pt.T_SAVE, pt.T_NBR, pt.T_RESP}) == 3
+    tab, w = pt.table_from(seen, rng.normal(0, 1.5, (2, len(seen))))
+    want = np.zeros(size * size + 1)
+    pt.probabilities(B, S, tab, w, pt.ROLLOUT, want)
+    for p in range(len(B.color)):
+        if B.color[p] == bd.EMPTY and bd.is_eye(B.color, p, stone, W):
+            want[(p // W - 1) * size + p % W - 1] = 0.0
+    want /= want.sum()
+    rt = pt.rollout_tables(tab, w)
+    n = 20000
+    got = np.zeros(size * size + 1)
+    scratch, S2 = bd.new_game(size).copy_tuple(4 * size * size), pt.new_state(B)
+    lcg = np.array([11], np.int64)
+    for _ in range(n):
+        bd.copy_board(scratch, B)
+        pt.copy_state(S2, S)
+        pt.rollout(scratch, S2, rt, lcg, 1)
+        got[int(scratch.meta[bd.M_LAST])] += 1
+    got /= n
+    print("TV", np.abs(got - want).sum() / 2)
+    assert np.abs(got - want).sum() / 2 < 0.025, (got, want)

@@ -47,16 +47,18 @@ from alphalite.runtime.kernels import njit
 
 # ---------------------------------------------------------------- ownership
 
+UNIFORM = patterns.rollout_tables(np.zeros(0, np.int64), np.zeros((2, 0), np.float32))  # no pattern policy
+
 
 @njit(cache=True)
-def _ownership_counts(B, scratch, rng, n, max_moves, komi, black, white, margins, tab, w):
-    # tab/w: a pattern rollout policy's table and weights; empty: uniform playouts
+def _ownership_counts(B, scratch, rng, n, max_moves, komi, black, white, margins, rt):
+    # rt: a pattern rollout policy's tables (patterns.rollout_tables); an empty table: uniform playouts
     size = B.meta[M_SIZE]
     own = np.zeros(size * size, np.int8)
     for k in range(n):
         board.copy_board(scratch, B)
-        if tab.shape[0] > 0:
-            patterns.rollout(scratch, patterns.state_for(scratch), tab, w, rng, max_moves)
+        if rt.tab.shape[0] > 0:
+            patterns.rollout(scratch, patterns.state_for(scratch), rt, rng, max_moves)
         else:
             board.playout(scratch, rng, max_moves)
         board.owners_into(scratch, own)
@@ -101,8 +103,8 @@ def playout_outcomes(state: board.GoState, num_playouts: int = 64, seed: int = 0
         b = resume(state).board_tuple
     scratch = RolloutScratch().get(b, max_moves)
     rng = np.array([seed & 0x7FFFFFFFFFFFFFFF or 1], np.int64)
-    tab, w = (policy.tab, policy.w) if policy is not None else (np.zeros(0, np.int64), np.zeros((2, 0), np.float32))
-    _ownership_counts(b, scratch, rng, num_playouts, max_moves, float(state.komi), black, white, margins, tab, w)
+    rt = policy.rollout_tables() if policy is not None else UNIFORM
+    _ownership_counts(b, scratch, rng, num_playouts, max_moves, float(state.komi), black, white, margins, rt)
     return black, white, margins
 
 

@@ -30,6 +30,8 @@ pattern's 8 symmetric images, so rollouts look raw codes up directly.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from alphalite.go.board import (
@@ -159,10 +161,27 @@ def pat3(color, head, libs, p, stone, W):
 
 @njit(cache=True, inline="always")
 def _refresh(color, head, libs, codes, ver, stamp, q, W):
+    if ver[q] == stamp:  # already brought up to date by this move
+        return
     ver[q] = stamp
     if color[q] == EMPTY:
-        codes[0, q] = raw3(color, head, libs, q, 1, W)
-        codes[1, q] = raw3(color, head, libs, q, -1, W)
+        # both colours' codes in one pass: a stone is own for one, the opponent's for the other
+        black = np.int64(0)
+        white = np.int64(0)
+        for i in range(8):
+            n = q + OFF8[i, 0] * W + OFF8[i, 1]
+            c = color[n]
+            if c == EMPTY:
+                continue
+            if c == WALL:
+                black |= np.int64(1) << (3 * i)
+                white |= np.int64(1) << (3 * i)
+                continue
+            k = _bucket(libs[head[n]]) + 1
+            black |= np.int64(k if c == 1 else k + 3) << (3 * i)
+            white |= np.int64(k + 3 if c == 1 else k) << (3 * i)
+        codes[0, q] = black
+        codes[1, q] = white
     elif color[q] != WALL:
         codes[0, q] = -1
         codes[1, q] = -1
@@ -189,13 +208,25 @@ def _refresh_around(color, head, libs, codes, ver, stamp, p, W):
 
 
 @njit(cache=True)
-def _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, g, W):
+def _patch_group(color, head, nxt, libs, codes, mark, gen, g, W):
+    # Group g's liberty bucket changed: only the cells that show its stones
+    # change in the codes of the empty points around it (8-neighbour i of a
+    # point sees it as neighbour 7 - i).
     if mark[g] == gen:
         return
     mark[g] = gen
+    k = np.int64(_bucket(libs[g]) + 1)
+    vb = k if color[g] == 1 else k + 3
+    vw = k + 3 if color[g] == 1 else k
     q = g
     while True:
-        _refresh_around(color, head, libs, codes, ver, gen, q, W)
+        for j in range(8):
+            e = q + OFF8[j, 0] * W + OFF8[j, 1]
+            if color[e] == EMPTY:
+                sh = 3 * (7 - j)
+                keep = ~(np.int64(7) << sh)
+                codes[0, e] = (codes[0, e] & keep) | (vb << sh)
+                codes[1, e] = (codes[1, e] & keep) | (vw << sh)
         q = nxt[q]
         if q == g:
             break
@@ -236,10 +267,11 @@ def play(B, S, p, stone):
                     break
     # liberty buckets (1, 2, 3+) of the four neighbours' groups before the move:
     # a group whose bucket stays the same changes no code away from p
-    before = np.empty(4, np.int64)
+    before = 0  # 2 bits a neighbour (no allocation: play runs every rollout move)
     for i in range(4):
         q = neighbour(p, W, i)
-        before[i] = _bucket(libs[head[q]]) if (color[q] == 1 or color[q] == -1) else -1
+        if color[q] == 1 or color[q] == -1:
+            before |= _bucket(libs[head[q]]) << (2 * i)
     place(B, p, stone)
     pm[0] = n
     codes, mark, ver = borrow(S[0]), borrow(S[3]), borrow(S[4])
@@ -248,15 +280,15 @@ def play(B, S, p, stone):
     _refresh_around(color, head, libs, codes, ver, gen, p, W)
     for i in range(4):
         q = neighbour(p, W, i)
-        if (color[q] == 1 or color[q] == -1) and _bucket(libs[head[q]]) != before[i]:
-            _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, head[q], W)
+        if (color[q] == 1 or color[q] == -1) and _bucket(libs[head[q]]) != (before >> (2 * i)) & 3:
+            _patch_group(color, head, nxt, libs, codes, mark, gen, head[q], W)
     for j in range(n):
         c = caps[j]
         _refresh_around(color, head, libs, codes, ver, gen, c, W)
         for i in range(4):
             q = neighbour(c, W, i)
             if color[q] == 1 or color[q] == -1:
-                _refresh_group(color, head, nxt, libs, codes, ver, mark, gen, head[q], W)
+                _patch_group(color, head, nxt, libs, codes, mark, gen, head[q], W)
 
 
 @njit(cache=True, inline="always")
@@ -542,43 +574,101 @@ def probabilities(B, S, tab, w, model, out):
 # ---------------------------------------------------------------- rollouts
 
 
-@njit(cache=True, inline="always")
-def _static(B, S, tab, w, p, stone):
-    # The part of a rollout logit that only local changes alter: the 3x3
-    # pattern and save-atari.
-    g = 0.0
-    s = lookup(tab, _key(T_PAT3, S[0][0 if stone == 1 else 1, p]))  # raw: the table holds every image
-    if s >= 0:
-        g += w[ROLLOUT, s]
-    if save_atari(B, p, stone):
-        s = lookup(tab, _key(T_SAVE, 0))
-        if s >= 0:
-            g += w[ROLLOUT, s]
-    return g
+# Rollouts look weights up in the table of ``load``, which holds every
+# symmetric image of ~150K patterns (tens of MB): there each lookup is a cache
+# miss. So the response patterns are regrouped by their diamond (one row of 12
+# gammas, exp of the weights, per diamond as the board lies: one lookup a
+# move, not one per point of it), and the other lookups go through a small
+# direct-mapped cache of gammas, as a rollout meets the same few thousand
+# keys again and again.
+CACHE_BITS = 11
+RESP_MASK = (np.int64(1) << 36) - 1
+# diamond points inside the previous move's 3x3 (the neighbour feature)
+NEAR12 = np.array([abs(r) <= 1 and abs(c) <= 1 for r, c in OFF12.tolist()], np.bool_)
+
+
+class RolloutTables(NamedTuple):
+    """A pattern table laid out for ``rollout`` (``rollout_tables``)."""
+
+    tab: np.ndarray  # int64 [C]: the key table of ``load``/``table_from`` (symmetric images added)
+    w: np.ndarray  # float32 [2, C]: its weights (rollouts use row ROLLOUT)
+    resp_keys: np.ndarray  # int64 [R]: _key(T_RESP, diamond cells) of each row (0: free slot)
+    resp_gamma: np.ndarray  # float32 [R, 12]: each diamond point's gamma there, the neighbour's included
+
+
+def rollout_tables(tab, w) -> RolloutTables:
+    """``tab``/``w`` with its response patterns regrouped by diamond."""
+    sel = (tab >> TYPE_SHIFT) == T_RESP
+    n = len(np.unique(tab[sel] & RESP_MASK))
+    cap = 1 << max(4, int(2 * n - 1).bit_length())
+    keys = np.zeros(cap, np.int64)
+    gamma = np.zeros((cap, 12), np.float32)
+    if len(tab):
+        _fill_rows(tab, w, keys, gamma)
+    return RolloutTables(tab, w, keys, gamma)
 
 
 @njit(cache=True)
-def rollout(B, S, tab, w, rng, max_moves):
-    """With a table from ``load``/``table_from`` (symmetric images added):
-    play the rollout policy to the end of the game on ``B``/``S``
+def _fill_rows(tab, w, keys, gamma):
+    s = lookup(tab, _key(T_NBR, 0))
+    g_nbr = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
+    for j in range(tab.shape[0]):
+        k = tab[j]
+        if k >> TYPE_SHIFT != T_RESP:
+            continue
+        r = lookup(keys, _key(T_RESP, k & RESP_MASK))
+        if r < 0:
+            r = insert(keys, _key(T_RESP, k & RESP_MASK))
+            for i in range(12):
+                gamma[r, i] = g_nbr if NEAR12[i] else 1.0
+        i = (k >> 36) & 15
+        gamma[r, i] *= np.exp(min(w[ROLLOUT, j], 30.0))
+
+
+@njit(cache=True, inline="always")
+def _gamma(ck, cg, tab, w, key):
+    i = _slot0(key, ck.shape[0] - 1)
+    if ck[i] == key:
+        return cg[i]
+    s = lookup(tab, key)
+    g = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
+    ck[i] = key
+    cg[i] = g
+    return g
+
+
+@njit(cache=True, inline="always")
+def _own_atari(code):
+    # a 4-neighbour is an own group with one liberty (cell value 2)
+    return ((code >> 3) & 7) == 2 or ((code >> 9) & 7) == 2 or ((code >> 12) & 7) == 2 or ((code >> 18) & 7) == 2
+
+
+@njit(cache=True)
+def rollout(B, S, rt, rng, max_moves):
+    """With tables ``rt`` from ``rollout_tables``: play the rollout policy
+    to the end of the game on ``B``/``S``
     (sampling the softmax, never filling an own eye, passing only when no
     other move is left). Returns the moves played."""
     meta = borrow(B.meta)
     W = meta[M_SIZE] + 2
     color = borrow(B.color)
     empt = borrow(B.empt)
-    tab = borrow(tab)
-    w = borrow(w)
+    codes = borrow(S[0])
+    tab = borrow(rt.tab)
+    w = borrow(rt.w)
+    resp_keys = borrow(rt.resp_keys)
+    resp_gamma = rt.resp_gamma
     P = color.shape[0]
-    gam2 = np.zeros((2, P), np.float64)
+    ck = np.zeros(1 << CACHE_BITS, np.int64)  # keys are never 0 (their type byte is not)
+    cg = np.empty(1 << CACHE_BITS, np.float64)
+    gam2 = np.zeros((2, P), np.float64)  # each point's gamma from its 3x3 pattern and save-atari
+    made = np.full((2, P), -1, np.int64)  # the 3x3 code each was made from
     dyn = np.zeros(P, np.float64)
     dmark = np.zeros(P, np.int32)
     skip = np.zeros(P, np.int32)
-    made = np.full((2, P), -1, np.int64)  # the ver[p] each cached weight was made at
-    s = lookup(tab, _key(T_NBR, 0))
-    w_nbr = w[ROLLOUT, s] if s >= 0 else 0.0
-    s = lookup(tab, _key(T_NAKADE, 0))
-    w_nak = w[ROLLOUT, s] if s >= 0 else 0.0
+    g_save = _gamma(ck, cg, tab, w, _key(T_SAVE, 0))
+    g_nbr = _gamma(ck, cg, tab, w, _key(T_NBR, 0))  # for a diamond without a row
+    g_nak = _gamma(ck, cg, tab, w, _key(T_NAKADE, 0))
     played = 0
     turn = 0
     while played < max_moves and meta[M_PASSES] < 2:
@@ -590,9 +680,14 @@ def rollout(B, S, tab, w, rng, max_moves):
         total = 0.0
         for k in range(n):
             p = empt[k]
-            if made[v, p] != S[4][p]:  # refreshed since: the 3x3 code or save-atari may differ
-                gam[p] = np.exp(min(_static(B, S, tab, w, p, stone), 30.0))
-                made[v, p] = S[4][p]
+            code = codes[v, p]
+            # the gamma changes only with the code, or where save-atari may have
+            if code != made[v, p] or _own_atari(code):
+                g = _gamma(ck, cg, tab, w, _key(T_PAT3, code))  # raw: the table holds every image
+                if _own_atari(code) and save_atari(B, p, stone):
+                    g *= g_save
+                gam[p] = g
+                made[v, p] = code
             total += gam[p]
         # the previous move's neighbourhood: response and neighbour weights on
         # top of the static ones (the diamond's cells read once), nakade
@@ -603,23 +698,21 @@ def rollout(B, S, tab, w, rng, max_moves):
             for i in range(12):
                 r = m // W + OFF12[i, 0]
                 c = m % W + OFF12[i, 1]
-                v = 1 if (r < 0 or c < 0 or r >= W or c >= W) else _cell(color, B.head, B.libs, r * W + c, stone)
-                base |= np.int64(v) << (3 * i)
+                x = 1 if (r < 0 or c < 0 or r >= W or c >= W) else _cell(color, B.head, B.libs, r * W + c, stone)
+                base |= np.int64(x) << (3 * i)
+            row = lookup(resp_keys, _key(T_RESP, base))
             for i in range(12):
                 q = m + OFF12[i, 0] * W + OFF12[i, 1]
                 if q < 0 or q >= P or color[q] != EMPTY:
                     continue
-                x = w_nbr if abs(OFF12[i, 0]) <= 1 and abs(OFF12[i, 1]) <= 1 else 0.0
-                s = lookup(tab, _key(T_RESP, base | (np.int64(i) << 36)))
-                if s >= 0:
-                    x += w[ROLLOUT, s]
+                g = resp_gamma[row, i] if row >= 0 else (g_nbr if NEAR12[i] else 1.0)
                 dmark[q] = turn
-                dyn[q] = gam[q] * np.exp(min(x, 30.0))
+                dyn[q] = gam[q] * g
                 total += dyn[q] - gam[q]
         if nak >= 0 and color[nak] == EMPTY:
             old = dyn[nak] if dmark[nak] == turn else gam[nak]
             dmark[nak] = turn
-            dyn[nak] = old * np.exp(min(w_nak, 30.0))
+            dyn[nak] = old * g_nak
             total += dyn[nak] - old
         done = False
         for _ in range(n):
