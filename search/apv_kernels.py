@@ -29,8 +29,8 @@ from typing import NamedTuple
 import numpy as np
 
 from alphalite.go import patterns
-from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, area, board_at, copy_board, legal_mask,
-                                owners_into, play_flat, win_loss)
+from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, area, board_at, borrow, borrowed, copy_board,
+                                legal_mask, owners_into, play_flat, win_loss)
 from alphalite.nn.features import encode_into
 from alphalite.runtime.kernels import njit
 from search.tree import subtree_nodes
@@ -68,6 +68,19 @@ class ApvTree(NamedTuple):
     expanded: np.ndarray  # bool [N]
     net_state: np.ndarray  # int8 [N]: NET_NONE, NET_QUEUED, NET_DONE
     counter: np.ndarray  # int64 [1]: nodes in use
+
+
+@njit(cache=True, inline="always")
+def _borrowed(t):
+    # The tree with every array borrowed (board.borrow): the kernels hand it
+    # to small helpers at every level of a descent, and Numba would count
+    # references to its 22 arrays around each call (atomic instructions).
+    return ApvTree(borrow(t.children_index), borrow(t.children_prior), borrow(t.children_legal),
+                   borrow(t.children_nr), borrow(t.children_wr), borrow(t.children_wl), borrow(t.children_nv),
+                   borrow(t.children_wv), borrow(t.children_vl), borrow(t.node_nr), borrow(t.node_wr),
+                   borrow(t.node_wl), borrow(t.node_nv), borrow(t.node_wv), borrow(t.node_vl), borrow(t.parents),
+                   borrow(t.action), borrow(t.to_play), borrow(t.terminal), borrow(t.expanded), borrow(t.net_state),
+                   borrow(t.counter))
 
 
 _DTYPES = dict(children_index=np.int32, children_prior=np.float32, children_legal=np.bool_,
@@ -377,12 +390,17 @@ def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, 
     ``q`` while it has room. ``leaf_value[k]``: a terminal leaf's utility
     and win/loss. Returns the descents made (fewer only when the tree is
     full)."""
+    t = _borrowed(t)
+    root = borrowed(root)
+    q = Queue(borrow(q.planes), borrow(q.legal), borrow(q.node), borrow(q.count))
+    cfg = borrow(cfg)
+    prior_buf = borrow(prior_buf)
     cap = t.parents.shape[0]
     for k in range(m):
         if t.counter[0] + 1 >= cap:
             return k
-        leaf_node[k], leaf_kind[k], leaf_value[k, 0], leaf_value[k, 1] = _descend(t, root, board_at(scr, k), pol, q,
-                                                                                  cfg, prior_buf)
+        leaf_node[k], leaf_kind[k], leaf_value[k, 0], leaf_value[k, 1] = _descend(t, root, borrowed(board_at(scr, k)),
+                                                                                  pol, q, cfg, prior_buf)
     return m
 
 
@@ -420,6 +438,7 @@ def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, mar
 @njit(cache=True, nogil=True)
 def backup_many(t, m, leaf_node, leaf_value):
     """Back the first ``m`` leaves' results up, taking back their virtual loss."""
+    t = _borrowed(t)
     for k in range(m):
         _backup(t, leaf_node[k], leaf_value[k, 0], leaf_value[k, 1], True, True)
 
@@ -429,6 +448,7 @@ def apply_net(t, nodes, priors, values, n, lam):
     """Fold in the network's answers for ``nodes[:n]``: priors replace the
     tree policy's; values (player to move's view) are backed up when
     ``lam > 0``."""
+    t = _borrowed(t)
     for i in range(n):
         node = nodes[i]
         if t.net_state[node] != NET_QUEUED:

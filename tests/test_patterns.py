@@ -273,5 +273,20 @@ def test_sampler_draws_the_rollout_softmax():
         pt.rollout(scratch, S2, rt, lcg, 1)
         got[int(scratch.meta[bd.M_LAST])] += 1
     got /= n
-    print("TV", np.abs(got - want).sum() / 2)
     assert np.abs(got - want).sum() / 2 < 0.025, (got, want)
+
+
+def test_resumed_training_state_is_laid_out_by_the_current_hash():
+    keys = np.array([pt._key(pt.T_PAT3, c) for c in range(1, 300)] + [pt._key(pt.T_RESP, 7 << 36)])
+    cap = 1024
+    old = (np.arange(len(keys)) * 7) % cap  # the slots some other hash chose
+    tab = np.zeros(cap, np.int64)
+    tab[old] = keys
+    rng = np.random.default_rng(0)
+    w, acc = rng.normal(size=(2, cap)).astype(np.float32), rng.normal(size=(2, cap)).astype(np.float32)
+    counts = rng.integers(1, 100, cap)
+    t2, w2, a2, c2 = tp._rehash(tab, w, acc, counts)
+    assert (t2 != 0).sum() == len(keys)
+    for k, j in zip(keys, old):
+        s = pt.lookup(t2, k)
+        assert s >= 0 and (w2[:, s] == w[:, j]).all() and (a2[:, s] == acc[:, j]).all() and c2[s] == counts[j]

@@ -136,6 +136,15 @@ def _borrow(typingctx, arr):
 
 
 @njit(cache=True, inline="always")
+def _borrowed(B):
+    """Board tuple ``B`` with every array borrowed (``_borrow``): for a
+    kernel that hands the board to many small helpers. The same rules."""
+    return Board(_borrow(B.color), _borrow(B.head), _borrow(B.nxt), _borrow(B.libs), _borrow(B.gsize),
+                 _borrow(B.mark), _borrow(B.empt), _borrow(B.epos), _borrow(B.meta), _borrow(B.hist),
+                 _borrow(B.bloom), _borrow(B.zob))
+
+
+@njit(cache=True, inline="always")
 def _nb(p, W, i):
     if i == 0:
         return p - W
@@ -1083,6 +1092,7 @@ def playout(B, rng, max_moves):
 neighbour = _nb
 lcg_rand = _rand
 borrow = _borrow
+borrowed = _borrowed
 legal_code = _legal
 
 

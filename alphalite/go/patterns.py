@@ -36,7 +36,7 @@ import numpy as np
 
 from alphalite.go.board import (
     EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
-    M_TOPLAY, M_LAST, WALL, borrow, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
+    M_TOPLAY, M_LAST, WALL, borrow, borrowed, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
 from alphalite.runtime.kernels import njit
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
@@ -236,17 +236,17 @@ def _patch_group(color, head, nxt, libs, codes, mark, gen, g, W):
 def play(B, S, p, stone):
     """Play legal ``stone`` at padded ``p`` (-1: pass) on ``B`` and bring
     the pattern tuple ``S`` up to date."""
-    pm = S[2]
+    B = borrowed(B)  # no reference counting in the many small calls below
+    pm = borrow(S[2])
     pm[2] = pm[1]
     pm[1] = p
     pm[0] = 0
     if p < 0:
         do_pass(B)
         return
-    # borrowed views: no reference counting in the many small calls below
-    color, head, nxt, libs = borrow(B.color), borrow(B.head), borrow(B.nxt), borrow(B.libs)
+    color, head, nxt, libs = B.color, B.head, B.nxt, B.libs
     W = B.meta[M_SIZE] + 2
-    caps = S[1]
+    caps = borrow(S[1])
     n = 0
     for i in range(4):  # stones this move captures, before they go
         q = neighbour(p, W, i)
@@ -316,18 +316,23 @@ def save_atari(B, p, stone):
 def response(color, head, libs, m, p, stone, W, canon=True):
     """Code of the diamond around previous move ``m`` with ``p``'s place in
     it (canonical, or raw as the board lies), or -1 if ``p`` is not in it."""
-    dr = p // W - m // W
-    dc = p % W - m % W
-    k = -1
+    # one division per point (this runs for every candidate of every position)
+    mr, mc = m // W, m % W
+    return _response(color, head, libs, mr, mc, p // W - mr, p % W - mc, stone, W, canon)
+
+
+@njit(cache=True, inline="always")
+def _response(color, head, libs, mr, mc, dr, dc, stone, W, canon):
+    if abs(dr) + abs(dc) > 2 or (dr == 0 and dc == 0):
+        return np.int64(-1)
+    k = 0
     for i in range(12):
         if OFF12[i, 0] == dr and OFF12[i, 1] == dc:
             k = i
-    if k < 0:
-        return np.int64(-1)
     raw = np.int64(k) << 36
     for i in range(12):
-        r = m // W + OFF12[i, 0]
-        c = m % W + OFF12[i, 1]
+        r = mr + OFF12[i, 0]
+        c = mc + OFF12[i, 1]
         v = 1 if (r < 0 or c < 0 or r >= W or c >= W) else _cell(color, head, libs, r * W + c, stone)
         raw |= np.int64(v) << (3 * i)
     return canon12(raw) if canon else raw
@@ -381,10 +386,10 @@ def _key(t, code):
 
 
 @njit(cache=True, inline="always")
-def _dist(a, b, W):
+def _dist(a, pr, pc, W):
     if a < 0:
         return DIST_CAP
-    d = abs(a // W - b // W) + abs(a % W - b % W)
+    d = abs(a // W - pr) + abs(a % W - pc)
     return d if d < DIST_CAP else DIST_CAP
 
 
@@ -395,6 +400,7 @@ def features(B, S, p, stone, tree, nak, keys, raw=False):
     ``raw``: pattern keys as the board lies (for a table from ``load``)."""
     color, head, libs = B.color, B.head, B.libs
     W = B.meta[M_SIZE] + 2
+    pr, pc = p // W, p % W
     n = 0
     code = S[0][0 if stone == 1 else 1, p]
     keys[n] = _key(T_PAT3, code if raw else canon3(code))
@@ -404,10 +410,11 @@ def features(B, S, p, stone, tree, nak, keys, raw=False):
         n += 1
     m = S[2][1]
     if m >= 0:
-        if abs(p // W - m // W) <= 1 and abs(p % W - m % W) <= 1:
+        mr, mc = m // W, m % W
+        if abs(pr - mr) <= 1 and abs(pc - mc) <= 1:
             keys[n] = _key(T_NBR, 0)
             n += 1
-        r = response(color, head, libs, m, p, stone, W, not raw)
+        r = _response(color, head, libs, mr, mc, pr - mr, pc - mc, stone, W, not raw)
         if r >= 0:
             keys[n] = _key(T_RESP, r)
             n += 1
@@ -418,9 +425,9 @@ def features(B, S, p, stone, tree, nak, keys, raw=False):
         if is_self_atari(B, p, stone, False):
             keys[n] = _key(T_SELFATARI, 0)
             n += 1
-        keys[n] = _key(T_DIST1, _dist(m, p, W))
+        keys[n] = _key(T_DIST1, _dist(m, pr, pc, W))
         n += 1
-        keys[n] = _key(T_DIST2, _dist(S[2][2], p, W))
+        keys[n] = _key(T_DIST2, _dist(S[2][2], pr, pc, W))
         n += 1
     return n
 
@@ -430,7 +437,11 @@ def features(B, S, p, stone, tree, nak, keys, raw=False):
 
 @njit(cache=True, inline="always")
 def _slot0(key, mask):
-    return ((key * np.int64(-7046029254386353131)) >> 20) & mask
+    # Unsigned: Numba multiplies signed integers with LLVM's no-signed-wrap
+    # flag, so an overflowing product is undefined, and where LLVM knew
+    # something of the key (a _key(...) built in the same kernel) it hashed
+    # the key to another slot than the table's own inserts had.
+    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)) & mask
 
 
 @njit(cache=True, inline="always")
@@ -532,9 +543,14 @@ def score(tab, w, model, keys, n):
 
 @njit(cache=True)
 def logits(B, S, tab, w, model, out):
-    """Logits of every flat move for the player to move into ``out``
+    """With a table from ``load``/``table_from`` (symmetric images added):
+    logits of every flat move for the player to move into ``out``
     [size*size+1]: illegal points and pass at -1e30 (the policies never
     pass while a legal point is left)."""
+    B = borrowed(B)
+    tab = borrow(tab)
+    w = borrow(w)
+    S = (borrow(S[0]), borrow(S[1]), borrow(S[2]), borrow(S[3]), borrow(S[4]))
     meta = B.meta
     size = meta[M_SIZE]
     W = size + 2
@@ -550,7 +566,7 @@ def logits(B, S, tab, w, model, out):
                 continue
             if legal_code(color, B.head, B.nxt, B.libs, meta, B.hist, B.bloom, B.zob, p, stone) != LEGAL:
                 continue
-            n = features(B, S, p, stone, model == TREE, nak, keys)
+            n = features(B, S, p, stone, model == TREE, nak, keys, True)  # raw: the table holds every image
             out[r * size + c] = score(tab, w, model, keys, n)
 
 
@@ -576,12 +592,10 @@ def probabilities(B, S, tab, w, model, out):
 
 # Rollouts look weights up in the table of ``load``, which holds every
 # symmetric image of ~150K patterns (tens of MB): there each lookup is a cache
-# miss. So the response patterns are regrouped by their diamond (one row of 12
-# gammas, exp of the weights, per diamond as the board lies: one lookup a
-# move, not one per point of it), and the other lookups go through a small
-# direct-mapped cache of gammas, as a rollout meets the same few thousand
-# keys again and again.
-CACHE_BITS = 11
+# miss. So ``rollout_tables`` lays the rollout row out again: the 3x3 patterns
+# in a table of their own (code and gamma, exp of the weight, side by side),
+# the response patterns grouped by diamond (one row of 12 gammas per diamond
+# as the board lies: one lookup a move, not one per point of it).
 RESP_MASK = (np.int64(1) << 36) - 1
 # diamond points inside the previous move's 3x3 (the neighbour feature)
 NEAR12 = np.array([abs(r) <= 1 and abs(c) <= 1 for r, c in OFF12.tolist()], np.bool_)
@@ -592,49 +606,62 @@ class RolloutTables(NamedTuple):
 
     tab: np.ndarray  # int64 [C]: the key table of ``load``/``table_from`` (symmetric images added)
     w: np.ndarray  # float32 [2, C]: its weights (rollouts use row ROLLOUT)
-    resp_keys: np.ndarray  # int64 [R]: _key(T_RESP, diamond cells) of each row (0: free slot)
-    resp_gamma: np.ndarray  # float32 [R, 12]: each diamond point's gamma there, the neighbour's included
+    pat: np.ndarray  # float64 [R, 2]: raw 3x3 code + 1 (0: free slot) and its gamma
+    resp_keys: np.ndarray  # int64 [R2]: _key(T_RESP, diamond cells) of each row (0: free slot)
+    resp_gamma: np.ndarray  # float32 [R2, 12]: each diamond point's gamma there, the neighbour's included
+
+
+def _cap(n):
+    return 1 << max(4, int(2 * n - 1).bit_length())
 
 
 def rollout_tables(tab, w) -> RolloutTables:
-    """``tab``/``w`` with its response patterns regrouped by diamond."""
-    sel = (tab >> TYPE_SHIFT) == T_RESP
-    n = len(np.unique(tab[sel] & RESP_MASK))
-    cap = 1 << max(4, int(2 * n - 1).bit_length())
-    keys = np.zeros(cap, np.int64)
-    gamma = np.zeros((cap, 12), np.float32)
+    """``tab``/``w``'s rollout row laid out for sampling."""
+    types = tab >> TYPE_SHIFT
+    pat = np.zeros((_cap(int((types == T_PAT3).sum())), 2), np.float64)
+    keys = np.zeros(_cap(len(np.unique(tab[types == T_RESP] & RESP_MASK))), np.int64)
+    gamma = np.zeros((len(keys), 12), np.float32)
     if len(tab):
-        _fill_rows(tab, w, keys, gamma)
-    return RolloutTables(tab, w, keys, gamma)
+        _fill_rollout(tab, w, pat, keys, gamma)
+    return RolloutTables(tab, w, pat, keys, gamma)
 
 
 @njit(cache=True)
-def _fill_rows(tab, w, keys, gamma):
+def _pat_slot(pat, code):
+    """Slot of raw 3x3 ``code`` in ``pat`` (its free slot if absent)."""
+    mask = pat.shape[0] - 1
+    s = _slot0(code, mask)
+    while pat[s, 0] != 0.0 and pat[s, 0] != code + 1:
+        s = (s + 1) & mask
+    return s
+
+
+@njit(cache=True)
+def _fill_rollout(tab, w, pat, keys, gamma):
     s = lookup(tab, _key(T_NBR, 0))
     g_nbr = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
     for j in range(tab.shape[0]):
         k = tab[j]
-        if k >> TYPE_SHIFT != T_RESP:
-            continue
-        r = lookup(keys, _key(T_RESP, k & RESP_MASK))
-        if r < 0:
-            r = insert(keys, _key(T_RESP, k & RESP_MASK))
-            for i in range(12):
-                gamma[r, i] = g_nbr if NEAR12[i] else 1.0
-        i = (k >> 36) & 15
-        gamma[r, i] *= np.exp(min(w[ROLLOUT, j], 30.0))
+        t = k >> TYPE_SHIFT
+        g = np.exp(min(w[ROLLOUT, j], 30.0))
+        if t == T_PAT3:
+            code = k & ((np.int64(1) << TYPE_SHIFT) - 1)
+            s = _pat_slot(pat, code)
+            pat[s, 0] = code + 1
+            pat[s, 1] = g
+        elif t == T_RESP:
+            r = lookup(keys, _key(T_RESP, k & RESP_MASK))
+            if r < 0:
+                r = insert(keys, _key(T_RESP, k & RESP_MASK))
+                for i in range(12):
+                    gamma[r, i] = g_nbr if NEAR12[i] else 1.0
+            gamma[r, (k >> 36) & 15] *= g
 
 
 @njit(cache=True, inline="always")
-def _gamma(ck, cg, tab, w, key):
-    i = _slot0(key, ck.shape[0] - 1)
-    if ck[i] == key:
-        return cg[i]
-    s = lookup(tab, key)
-    g = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
-    ck[i] = key
-    cg[i] = g
-    return g
+def _pat_gamma(pat, code):
+    s = _pat_slot(pat, code)
+    return pat[s, 1] if pat[s, 0] != 0.0 else 1.0
 
 
 @njit(cache=True, inline="always")
@@ -649,26 +676,30 @@ def rollout(B, S, rt, rng, max_moves):
     to the end of the game on ``B``/``S``
     (sampling the softmax, never filling an own eye, passing only when no
     other move is left). Returns the moves played."""
-    meta = borrow(B.meta)
+    B = borrowed(B)  # no reference counting in the many small calls below
+    S = (borrow(S[0]), borrow(S[1]), borrow(S[2]), borrow(S[3]), borrow(S[4]))
+    meta = B.meta
     W = meta[M_SIZE] + 2
-    color = borrow(B.color)
-    empt = borrow(B.empt)
-    codes = borrow(S[0])
+    color = B.color
+    empt = B.empt
+    codes = S[0]
     tab = borrow(rt.tab)
     w = borrow(rt.w)
+    pat = rt.pat
     resp_keys = borrow(rt.resp_keys)
     resp_gamma = rt.resp_gamma
     P = color.shape[0]
-    ck = np.zeros(1 << CACHE_BITS, np.int64)  # keys are never 0 (their type byte is not)
-    cg = np.empty(1 << CACHE_BITS, np.float64)
     gam2 = np.zeros((2, P), np.float64)  # each point's gamma from its 3x3 pattern and save-atari
     made = np.full((2, P), -1, np.int64)  # the 3x3 code each was made from
     dyn = np.zeros(P, np.float64)
     dmark = np.zeros(P, np.int32)
     skip = np.zeros(P, np.int32)
-    g_save = _gamma(ck, cg, tab, w, _key(T_SAVE, 0))
-    g_nbr = _gamma(ck, cg, tab, w, _key(T_NBR, 0))  # for a diamond without a row
-    g_nak = _gamma(ck, cg, tab, w, _key(T_NAKADE, 0))
+    s = lookup(tab, _key(T_SAVE, 0))
+    g_save = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
+    s = lookup(tab, _key(T_NBR, 0))
+    g_nbr = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0  # for a diamond without a row
+    s = lookup(tab, _key(T_NAKADE, 0))
+    g_nak = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
     played = 0
     turn = 0
     while played < max_moves and meta[M_PASSES] < 2:
@@ -683,7 +714,7 @@ def rollout(B, S, rt, rng, max_moves):
             code = codes[v, p]
             # the gamma changes only with the code, or where save-atari may have
             if code != made[v, p] or _own_atari(code):
-                g = _gamma(ck, cg, tab, w, _key(T_PAT3, code))  # raw: the table holds every image
+                g = _pat_gamma(pat, code)  # raw: the table holds every image
                 if _own_atari(code) and save_atari(B, p, stone):
                     g *= g_save
                 gam[p] = g
@@ -695,9 +726,10 @@ def rollout(B, S, rt, rng, max_moves):
         nak = nakade_point(S, W)
         if m >= 0:
             base = np.int64(0)
+            mr, mc = m // W, m % W
             for i in range(12):
-                r = m // W + OFF12[i, 0]
-                c = m % W + OFF12[i, 1]
+                r = mr + OFF12[i, 0]
+                c = mc + OFF12[i, 1]
                 x = 1 if (r < 0 or c < 0 or r >= W or c >= W) else _cell(color, B.head, B.libs, r * W + c, stone)
                 base |= np.int64(x) << (3 * i)
             row = lookup(resp_keys, _key(T_RESP, base))

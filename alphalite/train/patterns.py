@@ -161,6 +161,19 @@ EMPTY_LOGITS = np.zeros((0, 2, 1), np.float32)
 EMPTY_MOVES = np.zeros(0, np.int64)
 
 
+@njit(cache=True)
+def _rehash(tab, w, acc, counts):
+    """The table and its per-slot rows laid out again by ``patterns.insert``."""
+    t2, w2, a2, c2 = np.zeros_like(tab), np.zeros_like(w), np.zeros_like(acc), np.zeros_like(counts)
+    for j in range(tab.shape[0]):
+        if tab[j] != 0:
+            s = pt.insert(t2, tab[j])
+            w2[:, s] = w[:, j]
+            a2[:, s] = acc[:, j]
+            c2[s] = counts[j]
+    return t2, w2, a2, c2
+
+
 def _save_state(path: Path, st: dict) -> None:
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, **st)
@@ -181,6 +194,8 @@ def train(data_dir, workdir, *, size: int = 19, games: int = 0, lr: float = 0.05
     if ck.exists():
         with np.load(ck) as z:
             st = {k: z[k] for k in z.files}
+        # the slots follow the key hash of the version that saved the state
+        st["tab"], st["w"], st["acc"], st["counts"] = _rehash(st["tab"], st["w"], st["acc"], st["counts"])
         log(f"resuming at game {int(st['next'])} of {len(order)}")
     else:
         cap = 1 << capacity_log2
