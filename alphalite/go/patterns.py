@@ -20,12 +20,15 @@ Features of a candidate empty point ``p`` for the player to move, each a
 The raw (unreduced) 3x3 codes of every empty point, for both colours to move, live in
 ``codes[2, P]`` of a *pattern tuple* ``S`` beside the board tuple; ``play``
 updates them only where a move changed something: around the move, around
-captured stones and around every stone of a group whose liberties changed.
+captured stones, and where a group's liberty bucket changed, the one cell
+that shows each of its stones in the codes of the empty points beside it.
 
 Weights: one open-addressing table of keys with two weight rows (rollout,
 tree); unknown keys weigh 0. Training uses canonical keys; ``save`` stores
 those seen in training (npz, float16 weights) and ``load`` adds each
-pattern's 8 symmetric images, so rollouts look raw codes up directly.
+pattern's 8 symmetric images, so the search looks raw codes up directly.
+``rollout_tables`` lays the rollout row out again for ``rollout`` (3x3
+gammas in a small table, response gammas grouped by diamond).
 """
 
 from __future__ import annotations
