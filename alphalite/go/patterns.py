@@ -612,6 +612,7 @@ class RolloutTables(NamedTuple):
     pat: np.ndarray  # float64 [R, 2]: raw 3x3 code + 1 (0: free slot) and its gamma
     resp_keys: np.ndarray  # int64 [R2]: _key(T_RESP, diamond cells) of each row (0: free slot)
     resp_gamma: np.ndarray  # float32 [R2, 12]: each diamond point's gamma there, the neighbour's included
+    gammas: np.ndarray  # float64 [3]: the gammas of save-atari, neighbour (a diamond without a row), nakade
 
 
 def _cap(n):
@@ -624,9 +625,13 @@ def rollout_tables(tab, w) -> RolloutTables:
     pat = np.zeros((_cap(int((types == T_PAT3).sum())), 2), np.float64)
     keys = np.zeros(_cap(len(np.unique(tab[types == T_RESP] & RESP_MASK))), np.int64)
     gamma = np.zeros((len(keys), 12), np.float32)
+    gammas = np.ones(3, np.float64)
     if len(tab):
-        _fill_rollout(tab, w, pat, keys, gamma)
-    return RolloutTables(tab, w, pat, keys, gamma)
+        for i, t in enumerate((T_SAVE, T_NBR, T_NAKADE)):
+            s = lookup(tab, _key(t, 0))
+            gammas[i] = np.exp(min(float(w[ROLLOUT, s]), 30.0)) if s >= 0 else 1.0
+        _fill_rollout(tab, w, gammas[1], pat, keys, gamma)
+    return RolloutTables(tab, w, pat, keys, gamma, gammas)
 
 
 @njit(cache=True)
@@ -640,9 +645,7 @@ def _pat_slot(pat, code):
 
 
 @njit(cache=True)
-def _fill_rollout(tab, w, pat, keys, gamma):
-    s = lookup(tab, _key(T_NBR, 0))
-    g_nbr = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
+def _fill_rollout(tab, w, g_nbr, pat, keys, gamma):
     for j in range(tab.shape[0]):
         k = tab[j]
         t = k >> TYPE_SHIFT
@@ -686,8 +689,6 @@ def rollout(B, S, rt, rng, max_moves):
     color = B.color
     empt = B.empt
     codes = S[0]
-    tab = borrow(rt.tab)
-    w = borrow(rt.w)
     pat = rt.pat
     resp_keys = borrow(rt.resp_keys)
     resp_gamma = rt.resp_gamma
@@ -697,12 +698,7 @@ def rollout(B, S, rt, rng, max_moves):
     dyn = np.zeros(P, np.float64)
     dmark = np.zeros(P, np.int32)
     skip = np.zeros(P, np.int32)
-    s = lookup(tab, _key(T_SAVE, 0))
-    g_save = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
-    s = lookup(tab, _key(T_NBR, 0))
-    g_nbr = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0  # for a diamond without a row
-    s = lookup(tab, _key(T_NAKADE, 0))
-    g_nak = np.exp(min(w[ROLLOUT, s], 30.0)) if s >= 0 else 1.0
+    g_save, g_nbr, g_nak = rt.gammas[0], rt.gammas[1], rt.gammas[2]
     played = 0
     turn = 0
     while played < max_moves and meta[M_PASSES] < 2:
