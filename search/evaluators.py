@@ -88,18 +88,23 @@ def mix_rollouts(evaluate_fn: Callable, lam: float = 0.5, *, num_rollouts: int =
     return evaluate
 
 
-def policy_value_fn(policy_model, value_model=None, *, jit: bool = True) -> Callable:
+def policy_value_fn(policy_model, value_model=None, *, jit: bool = True, split: int | None = None) -> Callable:
     """The one jitted network function of the search:
     ``net_fn(params, planes [B, H, W, C], legal bool [B, A]) -> (priors [B, A],
     values [B])`` with ``params = {"policy": variables, "value": variables}``
     (``"value"`` unused without a value model; values are then zeros). A
     policy-value net (``nets.ResNetPolicyValue``) as ``policy_model`` gives
-    both from its one call.
+    both from its one call. ``split``: the planes are a preset pair
+    (``features.pair``), the policy reads channels ``[:split]``, the value
+    net the rest.
     Models are ``alphalite.nn.nets`` models (``model.apply(variables, x, train=False)``)."""
     import jax
     import jax.numpy as jnp
 
     def net_fn(params, planes, legal):
+        vplanes = planes
+        if split is not None:
+            planes, vplanes = planes[..., :split], planes[..., split:]
         out = policy_model.apply(params["policy"], planes, train=False)
         pv = isinstance(out, tuple)  # a policy-value net: both heads from one call
         logits = jnp.where(legal, (out[0] if pv else out).astype(jnp.float32), -1e30)
@@ -109,7 +114,7 @@ def policy_value_fn(policy_model, value_model=None, *, jit: bool = True) -> Call
         elif value_model is None:
             values = jnp.zeros(planes.shape[0], jnp.float32)
         else:
-            values = value_model.apply(params["value"], planes, train=False).astype(jnp.float32)
+            values = value_model.apply(params["value"], vplanes, train=False).astype(jnp.float32)
         return priors, values
 
     return jax.jit(net_fn) if jit else net_fn

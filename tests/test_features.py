@@ -138,6 +138,31 @@ def test_unknown_preset_is_a_clear_value_error():
         features.num_planes("Default")
 
 
+def test_a_preset_pair_is_the_first_presets_planes_then_the_seconds():
+    """What the search encodes for a policy and a value net that learned
+    from different planes: each net reads its own channels (``split``)."""
+    s = random_state(np.random.default_rng(7), 9, 30, True)
+    assert features.pair("default", "default") == "default" and features.split("default") is None
+    name = features.pair("alphago40", "default")
+    assert name == "alphago40+default" and features.split(name) == 40 and features.num_planes(name) == 57
+    assert features.preset_id(name) >= len(features.PRESETS)
+    x = features.encode(s, name)
+    np.testing.assert_array_equal(x[..., :40], features.encode(s, "alphago40"))
+    np.testing.assert_array_equal(x[..., 40:], features.encode(s, "default"))
+    swapped = features.encode(s, "default+alphago40")
+    np.testing.assert_array_equal(swapped[..., :17], x[..., 40:])
+    stacked = board.stacked(s.board_tuple, 2, 200)
+    board.copy_board(board.board_at(stacked, 0), s.board_tuple)
+    out = np.zeros((2, 9, 9, 57), np.float32)
+    features.encode_stacked_into(stacked, 1, features.preset_id(name), out)  # the search's batch path
+    np.testing.assert_array_equal(out[0], x)
+    for bad in ("default+default", "default+alphago40+clark7", "default+nope"):
+        with pytest.raises(ValueError, match="preset"):
+            features.preset_id(bad)
+    with pytest.raises(ValueError, match="shape"):
+        features.encode_into(s.board_tuple, features.preset_id(name), np.zeros((9, 9, 40), np.float32))
+
+
 def test_encode_into_rejects_wrong_output_shape():
     s = board.new_game(9)
     with pytest.raises(ValueError, match="shape"):

@@ -99,6 +99,41 @@ def test_a_net_that_loses_its_moves_in_int8_is_refused_or_run_in_fp32(cache, mon
         players.load_net("az9", None, "int8")
 
 
+def test_a_policy_and_a_value_net_of_other_planes_each_read_their_own(cache, tmp_path, monkeypatch):
+    """A policy of AlphaGo's planes beside ``value9`` (default planes): the
+    search's planes are the pair, each net reads its own channels; of the
+    pair, a value net that fails its int8 check alone stays fp32 and says so."""
+    import jax
+
+    from alphalite.nn import nets
+
+    model = nets.make_model("b1c8", 9, 40)
+    checkpoint.export_model(tmp_path / "ag40", nets.init_variables(model, jax.random.PRNGKey(1)),
+                            {"model": "b1c8", "board_size": 9, "preset": "alphago40", "kind": "policy"})
+    pair = players.load_net(str(tmp_path / "ag40"), "value9", "onnx")
+    alone = players.load_net(str(tmp_path / "ag40"), None, "onnx")
+    default = players.load_net("policy9", "value9", "onnx")
+    assert pair.preset == "alphago40+default" and pair.split == 40
+    for st in _positions(6, seed=9):
+        (p, v), (p1, _), (_, v1) = pair.evaluate(st, 8), alone.evaluate(st, 8), default.evaluate(st, 8)
+        np.testing.assert_allclose(p, p1, atol=1e-6)
+        assert v == pytest.approx(v1, abs=1e-5)
+
+    agreement = int8.agreement
+    monkeypatch.setattr(int8, "agreement", lambda a, b, x: 0.5 if x.shape[-1] == 17 else agreement(a, b, x))
+    q8 = players.load_net(str(tmp_path / "ag40"), "value9", "int8")
+    assert q8.inference == "int8" and "value net in fp32: int8 agreed on 50.0%" in q8.note
+    st = _positions(1, seed=2)[0]
+    assert q8.evaluate(st)[1] == pytest.approx(pair.evaluate(st)[1], abs=1e-5)  # the fp32 graph
+    assert q8.protos[0] != onnx_export.to_onnx(pair.model, pair.variables).SerializeToString()  # int8
+    monkeypatch.setattr(int8, "agreement", agreement)
+    again = players.load_net(str(tmp_path / "ag40"), "value9", "int8")
+    assert again.protos == q8.protos and again.note.startswith("cached (value net in fp32")
+    monkeypatch.setattr(int8, "agreement", lambda a, b, x: 0.5)  # both fail: refused, as one net is
+    with pytest.raises(checkpoint.CheckpointError, match="agrees with fp32 on 50.0% and 50.0%"):
+        players.load_net("policy9", "value9", "int8")
+
+
 def test_an_unwritable_cache_costs_the_cache_only(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

@@ -318,8 +318,10 @@ class PolicyNet:
         from alphalite.nn import features, nets
 
         self.size = int(info["board_size"])
-        self.preset = info.get("preset", "default")
-        self.model = nets.make_model(info["model"], self.size, features.num_planes(self.preset))
+        ppreset = info.get("preset", "default")
+        self.preset = ppreset  # the planes the search encodes: a pair when the value net's differ
+        self.split = None  # with a pair, the policy's channels (the value net reads the rest)
+        self.model = nets.make_model(info["model"], self.size, features.num_planes(ppreset))
         self.variables = jax.tree_util.tree_map(jax.numpy.asarray, variables)
         self.value_model = None
         self.value_variables = None
@@ -332,9 +334,8 @@ class PolicyNet:
             if vsize != self.size:
                 raise ValueError(f"value net is for {vsize}x{vsize}, policy for {self.size}x{self.size}")
             vpreset = value_info.get("preset", "default")
-            if vpreset != self.preset:
-                raise ValueError(f"value net uses preset {vpreset!r}, policy {self.preset!r}")
-            self.value_model = nets.make_model(value_info["model"], self.size, features.num_planes(self.preset))
+            self.preset, self.split = features.pair(ppreset, vpreset), features.split(features.pair(ppreset, vpreset))
+            self.value_model = nets.make_model(value_info["model"], self.size, features.num_planes(vpreset))
             self.value_variables = jax.tree_util.tree_map(jax.numpy.asarray, value_variables)
         from alphalite.nn import onnx_export
         from search.evaluators import policy_value_fn
@@ -366,9 +367,9 @@ class PolicyNet:
                 self.inference, self.note = "onnx", f"not int8: {e}"
         if self.inference in ("onnx", "int8"):
             self.net_fn = onnx_export.policy_value_fn(self.model, variables, self.value_model, value_variables,
-                                                      protos=self.protos)
+                                                      protos=self.protos, split=self.split)
         else:
-            self.net_fn = policy_value_fn(self.model, self.value_model)
+            self.net_fn = policy_value_fn(self.model, self.value_model, split=self.split)
         self.params = {"policy": self.variables, "value": self.value_variables or {}}
 
     def _int8_protos(self, variables, value_variables) -> tuple[list[bytes], str]:
@@ -380,9 +381,11 @@ class PolicyNet:
 
         def planes():
             sess = onnx_export.session_of(protos[0])
-            return int8.self_play_planes(lambda x: sess.run(None, {"planes": x})[0], self.size, self.preset)
+            k = self.split or None  # the policy plays the calibration games on its own channels
+            return int8.self_play_planes(lambda x: sess.run(None, {"planes": np.ascontiguousarray(x[..., :k])})[0],
+                                         self.size, self.preset)
 
-        return int8.quantized(protos, planes)
+        return int8.quantized(protos, planes, self.split)
 
     def evaluate(self, state, symmetries: int = 1) -> tuple[np.ndarray, float | None]:
         """(priors float32 [A]: masked softmax over the legal moves, value
@@ -710,7 +713,7 @@ class ApvPlayer:
         net_fn = net.net_fn
         if net.inference in ("onnx", "int8"):  # one ORT thread: the other cores play rollouts
             net_fn = onnx_export.policy_value_fn(net.model, net.variables, net.value_model, net.value_variables,
-                                                 threads=1, protos=net.protos)
+                                                 threads=1, protos=net.protos, split=net.split)
         self.search = ApvSearch(net_fn, net.params, features.preset_id(net.preset), features.num_planes(net.preset),
                                 tree_policy, rollout_policy, size=net.size, search_params=sp,
                                 pad_batches=net.inference == "jax", threads=threads)

@@ -50,6 +50,11 @@ alphago40  40  alphago48 without the turns-since planes 4-11 (the others
                move down by 8): the Clark & Storkey history question
 =========  ==  ==========================================================
 
+A pair ``"a+b"`` of two presets (``pair(a, b)``) is the planes of ``a``
+followed by those of ``b`` (C = C_a + C_b): what a search encodes for a
+policy net and a value net that learned from different planes, each net
+reading its own channels (``split``).
+
 The simple-ko point is ``meta[M_KO]``: the point the player to move may not
 retake right now (it is set under both ``superko=False`` and ``superko=True``).
 
@@ -106,12 +111,12 @@ THESIS3, CLARK7, BOOK11, DEFAULT, ALPHAGO48, ALPHAGO40 = 0, 1, 2, 3, 4, 5
 PRESETS: dict[str, int] = {"thesis3": THESIS3, "clark7": CLARK7, "book11": BOOK11, "default": DEFAULT,
                            "alphago48": ALPHAGO48, "alphago40": ALPHAGO40}
 _NPLANES = (3, 7, 11, 17, 48, 40)  # indexed by preset id
+N_BASE = len(_NPLANES)  # ids from N_BASE on are pairs: N_BASE + a * N_BASE + b
 N_HISTORY = 4  # history planes in ``default``
 NUM_SYMMETRIES = 8
 
 
-def preset_id(name: str) -> int:
-    """The id of a preset name; ValueError listing the known names otherwise."""
+def _base_id(name: str) -> int:
     try:
         return PRESETS[name]
     except (KeyError, TypeError):
@@ -119,9 +124,41 @@ def preset_id(name: str) -> int:
         raise ValueError(f"unknown feature preset {name!r}; known presets: {known}") from None
 
 
+def preset_id(name: str) -> int:
+    """The id of a preset name or of a pair ``"a+b"``; ValueError listing
+    the known names otherwise."""
+    parts = name.split("+") if isinstance(name, str) else [name]
+    if len(parts) == 2 and parts[0] != parts[1]:
+        return N_BASE + _base_id(parts[0]) * N_BASE + _base_id(parts[1])
+    if len(parts) != 1:
+        raise ValueError(f"a preset pair is two different presets 'a+b', got {name!r}")
+    return _base_id(name)
+
+
+def pair(first: str, second: str) -> str:
+    """The preset of ``first``'s planes followed by ``second``'s; ``first``
+    itself when they are the same."""
+    preset_id(first), preset_id(second)
+    return first if first == second else f"{first}+{second}"
+
+
+def split(preset: str) -> int | None:
+    """Channels of the first preset of a pair (the rest are the second's);
+    None for a single preset."""
+    parts = preset.split("+")
+    return num_planes(parts[0]) if len(parts) == 2 else None
+
+
+@njit(cache=True, inline="always")
+def _planes_of(pid):
+    if pid < N_BASE:
+        return _NPLANES[pid]
+    return _NPLANES[(pid - N_BASE) // N_BASE] + _NPLANES[(pid - N_BASE) % N_BASE]
+
+
 def num_planes(preset: str) -> int:
-    """Number of channels C of a preset."""
-    return _NPLANES[preset_id(preset)]
+    """Number of channels C of a preset (or pair)."""
+    return _planes_of(preset_id(preset))
 
 
 # ---------------------------------------------------------------- encoding
@@ -169,7 +206,22 @@ def _quick_reason(color, head, libs, zob, bloom, p, me, W, ko, superko, h0):
 @njit(cache=True)
 def encode_into(B, preset_id, out):
     """Fill ``out`` (float32 [size, size, C], C = planes of ``preset_id``)
-    with the planes of board tuple ``B`` for its player to move."""
+    with the planes of board tuple ``B`` for its player to move; a pair's
+    first preset in the first channels, its second in the rest."""
+    if preset_id < 0 or preset_id >= N_BASE * (N_BASE + 1):
+        raise ValueError("encode_into: unknown preset id")
+    if out.shape[2] != _planes_of(preset_id):
+        raise ValueError("encode_into: out must have shape [size, size, num_planes(preset)]")
+    if preset_id < N_BASE:
+        _encode_one(B, preset_id, out)
+    else:
+        a = (preset_id - N_BASE) // N_BASE
+        _encode_one(B, a, out[:, :, :_NPLANES[a]])
+        _encode_one(B, (preset_id - N_BASE) % N_BASE, out[:, :, _NPLANES[a]:])
+
+
+@njit(cache=True)
+def _encode_one(B, preset_id, out):
     color = B.color
     head = B.head
     libs = B.libs
@@ -177,9 +229,7 @@ def encode_into(B, preset_id, out):
     size = meta[M_SIZE]
     W = size + 2
     me = meta[M_TOPLAY]
-    if preset_id < 0 or preset_id >= len(_NPLANES):
-        raise ValueError("encode_into: unknown preset id")
-    if out.shape[0] != size or out.shape[1] != size or out.shape[2] != _NPLANES[preset_id]:
+    if out.shape[0] != size or out.shape[1] != size:
         raise ValueError("encode_into: out must have shape [size, size, num_planes(preset)]")
     out[:] = 0.0
     zob = B.zob
@@ -323,7 +373,7 @@ def _encode_alphago(B, history, out):
 def encode(state, preset: str = "default") -> np.ndarray:
     """Planes of a ``board.GoState`` for its player to move: float32 [H, W, C]."""
     pid = preset_id(preset)
-    out = np.zeros((state.size, state.size, _NPLANES[pid]), np.float32)
+    out = np.zeros((state.size, state.size, _planes_of(pid)), np.float32)
     encode_into(state.board_tuple, pid, out)
     return out
 

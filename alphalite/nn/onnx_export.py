@@ -197,7 +197,7 @@ def exportable(model) -> bool:
 
 
 def policy_value_fn(policy_model, policy_variables: dict, value_model=None, value_variables: dict | None = None,
-                    threads: int = 0, protos: list[bytes] | None = None):
+                    threads: int = 0, protos: list[bytes] | None = None, split: int | None = None):
     """The search's network function on ONNX Runtime, with the contract of
     ``search.evaluators.policy_value_fn``: ``net_fn(params, planes, legal) ->
     (priors [B, A], values [B])`` as numpy float32, priors a softmax over the
@@ -205,7 +205,8 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
     policy-value net (``nets.ResNetPolicyValue``) as ``policy_model`` gives
     both from its one session run (``pv_fn``). ``protos``: the graphs to
     run instead of the exported ones (the policy's, then the value net's;
-    ``alphalite.nn.int8``)."""
+    ``alphalite.nn.int8``). ``split``: the planes are a preset pair, the
+    policy reads channels ``[:split]``, the value net the rest."""
     protos = list(protos or []) + [None, None]
     if isinstance(policy_model, nets.ResNetPolicyValue):
         if value_model is not None:
@@ -215,11 +216,13 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
     value = None if value_model is None else session(value_model, value_variables, threads, proto=protos[1])
 
     def net_fn(params, planes, legal):
-        x = np.ascontiguousarray(planes, np.float32)
+        x = vx = np.ascontiguousarray(planes, np.float32)
+        if split is not None:
+            x, vx = np.ascontiguousarray(planes[..., :split]), np.ascontiguousarray(planes[..., split:])
         logits = np.where(legal, policy.run(None, {"planes": x})[0], -np.inf)
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         priors = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-        values = np.zeros(len(x), np.float32) if value is None else value.run(None, {"planes": x})[0]
+        values = np.zeros(len(x), np.float32) if value is None else value.run(None, {"planes": vx})[0]
         return priors, values
 
     return net_fn
