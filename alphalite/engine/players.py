@@ -334,7 +334,8 @@ class PolicyNet:
             if vsize != self.size:
                 raise ValueError(f"value net is for {vsize}x{vsize}, policy for {self.size}x{self.size}")
             vpreset = value_info.get("preset", "default")
-            self.preset, self.split = features.pair(ppreset, vpreset), features.split(features.pair(ppreset, vpreset))
+            self.preset = features.pair(ppreset, vpreset)
+            self.split = features.split(self.preset)
             self.value_model = nets.make_model(value_info["model"], self.size, features.num_planes(vpreset))
             self.value_variables = jax.tree_util.tree_map(jax.numpy.asarray, value_variables)
         from alphalite.nn import onnx_export
