@@ -158,5 +158,7 @@ def test_engine_plays_on_int8_nets(cache, tmp_path):
                          text=True, timeout=300, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "= " in out.stdout and "?" not in out.stdout
+    # the calibration (ORT's histogram calibrator prints) leaves nothing but GTP answers on stdout
+    assert all(line == "" or line.startswith("=") for line in out.stdout.splitlines()), out.stdout
     assert re.search(r"9x9 nets: policy \S*az9, .*\(loaded in [\d.]+ s, int8: calibrated now on \d+ positions",
                      out.stderr), out.stderr

@@ -60,8 +60,8 @@ MIN_AGREE = 0.85
 # 80.9 / 91.0 / 90.8%; top move of policy19b12 95.8 / 96.0 / 91.0%, of
 # policy19ag40b12 94.1 / 96.7 / 90.8%.
 CALIB_PERCENTILE = 99.999
-CACHE_VERSION = 4  # 2: the convolutions only; 3: not the stem, 8-bit weights everywhere, failures kept;
-# 4: percentile ranges; of a pair, a net that fails alone stays fp32 (a pair failed whole under 3)
+CACHE_VERSION = 5  # 2: the convolutions only; 3: not the stem, 8-bit weights everywhere, failures kept;
+# 4: of a pair, a net that fails alone stays fp32 (a pair failed whole under 3); 5: percentile ranges
 
 
 class QuantizationError(ValueError):
