@@ -101,10 +101,10 @@ def policy_value_fn(policy_model, value_model=None, *, jit: bool = True, split: 
     import jax
     import jax.numpy as jnp
 
+    from alphalite.nn import features
+
     def net_fn(params, planes, legal):
-        vplanes = planes
-        if split is not None:
-            planes, vplanes = planes[..., :split], planes[..., split:]
+        planes, vplanes = features.split_planes(planes, split)
         out = policy_model.apply(params["policy"], planes, train=False)
         pv = isinstance(out, tuple)  # a policy-value net: both heads from one call
         logits = jnp.where(legal, (out[0] if pv else out).astype(jnp.float32), -1e30)

@@ -374,7 +374,7 @@ class PolicyNet:
         self.params = {"policy": self.variables, "value": self.value_variables or {}}
 
     def _int8_protos(self, variables, value_variables) -> tuple[list[bytes], str]:
-        from alphalite.nn import int8, onnx_export
+        from alphalite.nn import features, int8, onnx_export
 
         protos = [onnx_export.to_onnx(self.model, variables).SerializeToString()]
         if self.value_model is not None:
@@ -382,9 +382,11 @@ class PolicyNet:
 
         def planes():
             sess = onnx_export.session_of(protos[0])
-            k = self.split or None  # the policy plays the calibration games on its own channels
-            return int8.self_play_planes(lambda x: sess.run(None, {"planes": np.ascontiguousarray(x[..., :k])})[0],
-                                         self.size, self.preset)
+
+            def policy(x):  # the policy plays the calibration games on its own channels
+                return sess.run(None, {"planes": np.ascontiguousarray(features.split_planes(x, self.split)[0])})[0]
+
+            return int8.self_play_planes(policy, self.size, self.preset)
 
         return int8.quantized(protos, planes, self.split)
 

@@ -149,6 +149,15 @@ def split(preset: str) -> int | None:
     return num_planes(parts[0]) if len(parts) == 2 else None
 
 
+def split_planes(planes, split: int | None):
+    """(the policy's planes, the value net's) of a batch ``[..., C]`` encoded
+    for a preset pair whose first preset has ``split`` channels (numpy or
+    JAX); both the whole batch for a single preset (``split`` None)."""
+    if split is None:
+        return planes, planes
+    return planes[..., :split], planes[..., split:]
+
+
 @njit(cache=True, inline="always")
 def _planes_of(pid):
     if pid < N_BASE:

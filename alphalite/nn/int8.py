@@ -178,7 +178,7 @@ def quantized(protos: list[bytes], planes_fn, split: int | None = None) -> tuple
     the second the rest), checked (``MIN_AGREE``) and cached."""
     import onnxruntime as ort
 
-    from alphalite.nn import onnx_export
+    from alphalite.nn import features, onnx_export
     from alphalite.runtime import files
 
     h = hashlib.sha256(f"{CACHE_VERSION} {ort.__version__} {MIN_AGREE}".encode())
@@ -195,10 +195,9 @@ def quantized(protos: list[bytes], planes_fn, split: int | None = None) -> tuple
     except OSError:
         pass
     planes = planes_fn()
-    views = [slice(None)] * len(protos) if split is None else [slice(None, split), slice(split, None)]
     out, agrees, fp32 = [], [], []
-    for i, (proto, view) in enumerate(zip(protos, views)):
-        x = np.ascontiguousarray(planes[..., view])
+    for i, (proto, x) in enumerate(zip(protos, features.split_planes(planes, split))):
+        x = np.ascontiguousarray(x)
         calib, held = x[0::2], x[1::2]
         q = quantize(proto, calib)
         agree = agreement(onnx_export.session_of(proto), onnx_export.session_of(q), held)

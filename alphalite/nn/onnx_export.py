@@ -214,11 +214,10 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
         return pv_fn(policy_model, policy_variables, threads, proto=protos[0])
     policy = session(policy_model, policy_variables, threads, proto=protos[0])
     value = None if value_model is None else session(value_model, value_variables, threads, proto=protos[1])
+    from alphalite.nn import features
 
     def net_fn(params, planes, legal):
-        x = vx = np.ascontiguousarray(planes, np.float32)
-        if split is not None:
-            x, vx = np.ascontiguousarray(planes[..., :split]), np.ascontiguousarray(planes[..., split:])
+        x, vx = (np.ascontiguousarray(p, np.float32) for p in features.split_planes(planes, split))
         logits = np.where(legal, policy.run(None, {"planes": x})[0], -np.inf)
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         priors = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
