@@ -666,6 +666,35 @@ def test_time_settings_parsing():
     assert tc.from_time_left(tc.from_gtp_time_settings(300, 0, 0), 0, 0) == tc.Clock(main=0)
 
 
+def test_whole_second_time_left_keeps_the_engines_finer_clock():
+    """1 s for 2 stones with time_left in whole seconds (truncated, as the
+    arena sends it): the second move of each period got MIN_MOVE (0.6 s
+    left arrived as 0); now it gets what is really left."""
+    s = tc.from_gtp_time_settings(0, 1, 2)
+    clock = tc.from_time_left(s, 0, 0)
+    for k in range(6):
+        t = tc.allocate(s, clock, k, 361)
+        assert 0.3 < t < clock.period_left - tc.LAG, (k, t, clock)
+        own = tc.charge(s, clock, t + 0.02)
+        clock = tc.from_time_left(s, int(own.period_left), own.stones_left, own=own)
+        assert clock == own
+    own = tc.Clock(0.0, 0.6, 1, True)
+    assert tc.from_time_left(s, 0, 1) == tc.Clock(0.0, 0.0, 1, True)  # no bookkeeping: the report
+    assert tc.from_time_left(s, 5, 1, own=own) == tc.Clock(0.0, 5, 1, True)  # not a rounding: the report
+    assert tc.from_time_left(s, 0, 2, own=own) == tc.Clock(0.0, 0, 2, True)  # other stones: the report
+    assert tc.from_time_left(s, 1, 1, own=own) == own  # rounded to nearest
+    b = tc.TimeSettings(tc.BYOYOMI, 0, 10, 3)
+    assert tc.from_time_left(b, 9, 3, own=tc.Clock(0.0, 9.5, 3, True)) == tc.Clock(0.0, 9, 3, True)
+    # through GTP: the second move of the period is budgeted from the engine's clock
+    logs = []
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=9), log=logs.append, warmup=False)
+    assert eng.handle("genmove w").startswith("=")  # no clock yet: the rules' kernels load
+    for cmd in ("time_settings 0 1 2", "time_left b 1 2", "genmove b", "time_left b 0 1", "genmove b"):
+        assert eng.handle(cmd).startswith("=")
+    budgets = [float(x) for x in re.findall(r"\(budget ([0-9.]+) s\)", "\n".join(logs))]
+    assert len(budgets) == 2 and budgets[0] == pytest.approx(0.375, abs=0.01) and budgets[1] > 0.7, logs
+
+
 @pytest.mark.parametrize("size,own_moves", [(9, 120), (19, 220)])
 def test_five_minute_game_never_loses_on_time(size, own_moves):
     """Absolute 5 minutes: spending every allocation plus 0.1 s of overhead

@@ -22,6 +22,9 @@ for one move, or None when there is no limit:
 * in overtime the margin is ``LAG`` plus 5% (Canadian) or 10% (byo-yomi)
   of the period; the result is always at least ``MIN_MOVE``.
 
+``time_left`` gives whole seconds; in a Canadian period the engine's own
+finer bookkeeping is kept where the report agrees with it (``from_time_left``).
+
 The engine counts a move's time from the moment the ``genmove`` line was
 read, so whatever it waits for (a warm-up still running, a command sent
 ahead of it) is charged to the move.
@@ -106,15 +109,29 @@ def _enter_overtime(settings: TimeSettings) -> Clock:
     return Clock(0.0, 0.0, 0, False)
 
 
-def from_time_left(settings: TimeSettings, seconds: float, stones: int) -> Clock:
+def from_time_left(settings: TimeSettings, seconds: float, stones: int, own: Clock | None = None) -> Clock:
     """The clock a ``time_left colour seconds stones`` describes. No main
     time left (``time_left b 0 0``, what a controller sends before the first
-    move of a game with no main time) means a fresh overtime period."""
+    move of a game with no main time) means a fresh overtime period.
+
+    GTP's seconds are whole (the arena, like most controllers, truncates):
+    in a Canadian period, 0.6 s left of 1 s for 2 stones arrives as 0 and
+    would leave the period's last move ``MIN_MOVE``. Where ``own``, this
+    engine's bookkeeping of the same clock (``charge``), is in the same
+    period with the same stones and within that rounding of the report
+    (``seconds - 0.5 <= own < seconds + 1``), its finer figure is kept; its
+    error cannot grow past one period, which starts afresh. Otherwise the
+    report wins."""
     if settings.kind in (NONE, ABSOLUTE):
         return Clock(main=max(seconds, 0.0))
     if stones <= 0:
         return Clock(main=seconds) if seconds > 0 else _enter_overtime(settings)
-    return Clock(0.0, max(seconds, 0.0), int(stones), True)
+    reported = Clock(0.0, max(seconds, 0.0), int(stones), True)
+    if (settings.kind == CANADIAN and own is not None and own.in_overtime
+            and own.stones_left == reported.stones_left
+            and seconds - 0.5 <= own.period_left < seconds + 1.0):
+        return own
+    return reported
 
 
 def charge(settings: TimeSettings, clock: Clock, elapsed: float) -> Clock:

@@ -78,5 +78,5 @@ class TimeCommands:
         if self._time.kind == tc.NONE:  # a clock nobody announced: treat it as absolute time
             self._time = tc.TimeSettings(tc.ABSOLUTE, main=t) if s == 0 else \
                 tc.TimeSettings(tc.CANADIAN, main=0.0, period=t, stones=s)
-        self._clocks[c] = tc.from_time_left(self._time, t, s)
+        self._clocks[c] = tc.from_time_left(self._time, t, s, own=self._clocks[c])
         return ""
