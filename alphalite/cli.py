@@ -175,8 +175,8 @@ def _add_gtp_arguments(p) -> None:
                    help="policy net: a shipped net's name (policy9, policy19, rl9, rl19), an exported model folder "
                         "or a run folder (a path that exists wins); or a policy-value net (AlphaZero's: its folder, "
                         "or an AlphaZero run folder for its best.json net), valued by its own head; auto: the "
-                        "shipped net of the board size in play (9x9: the policy-value net az9, 19x19: policy19b12, and "
-                        "policy19ag40b12 for --engine policy; other sizes rollout MCTS); none: rollout MCTS only")
+                        "shipped net of the board size in play (9x9: the policy-value net az9, 19x19: policy19ag40b12, "
+                        "alone for --engine policy; other sizes rollout MCTS); none: rollout MCTS only")
     p.add_argument("--value-checkpoint", default="auto",
                    help="value net, the same forms (value9, value19, value19sp): mcts mixes it with rollouts by "
                         "--lambda; policy reports its winrate and resigns by it; auto: with --checkpoint auto the "

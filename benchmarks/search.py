@@ -10,7 +10,7 @@ Prints one JSON line. For each board size and leaf batch size (1, 8, 32):
   the same search by timing the network call.
 
 ``engines``: the engine's two searches with the nets ``alphalite gtp`` plays
-by default (``checkpoint.DEFAULT_NETS``: az9 on 9x9, policy19b12 +
+by default (``checkpoint.DEFAULT_NETS``: az9 on 9x9, policy19ag40b12 +
 value19b12 on 19x19; int8 on the CPU, or as ``--inference`` says) from a mid-game
 position, each for ``--seconds``: ``mcts`` (PUCT, each visit one network
 evaluation in batches of 8 and one uniform rollout, lambda 0.5) and ``apv``

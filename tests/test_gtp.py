@@ -552,9 +552,9 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
         eng.close()
     assert eng.proc.returncode == 0
     log = (tmp_path / "stderr.txt").read_text()
-    shipped = {n: checkpoint.shipped(n) for n in ("az9", "policy19b12", "value19b12")}
+    shipped = {n: checkpoint.shipped(n) for n in ("az9", "policy19ag40b12", "value19b12")}
     assert f"9x9 nets: policy {shipped['az9']}, value its own head (policy-value net)" in log, log
-    assert f"19x19 nets: policy {shipped['policy19b12']}, value {shipped['value19b12']}" in log, log
+    assert f"19x19 nets: policy {shipped['policy19ag40b12']}, value {shipped['value19b12']}" in log, log
     assert log.count("no network plays 7x7 (nets: 9x9, 19x19): apv engine searching with its pattern policies "
                      "alone") == 1, log
     assert re.search(r"B [A-HJ][1-9] winrate [0-9.]+ visits 400 ", log), log  # a value net's winrate
@@ -588,8 +588,8 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
 
 def test_auto_nets_of_each_engine():
     """``--checkpoint auto``: the searches play ``DEFAULT_NETS``; the policy
-    engine plays its own 19x19 net alone (``POLICY_ALONE_NETS``: its planes
-    have no value net) and 9x9's az9 like the others. Planned, not loaded."""
+    engine plays its 19x19 net alone (``POLICY_ALONE_NETS``: as measured,
+    no value net to resign by) and 9x9's az9 like the others. Planned, not loaded."""
     from alphalite.gtp.session import AUTO, EngineConfig, Session
     from alphalite.nn import checkpoint
 
@@ -603,7 +603,7 @@ def test_auto_nets_of_each_engine():
 
     assert planned(engine="policy") == {9: (sh("az9"), None), 19: (sh("policy19ag40b12"), None)}
     for engine in ("apv", "mcts"):
-        assert planned(engine=engine) == {9: (sh("az9"), None), 19: (sh("policy19b12"), sh("value19b12"))}
+        assert planned(engine=engine) == {9: (sh("az9"), None), 19: (sh("policy19ag40b12"), sh("value19b12"))}
     assert checkpoint.read_model_info(checkpoint.shipped("policy19ag40b12"))["preset"] == "alphago40"
 
 

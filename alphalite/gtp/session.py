@@ -299,7 +299,7 @@ class Session:
         if policy == AUTO:  # the installed ones, whatever folders the working folder holds
             for n, (p, v) in checkpoint.DEFAULT_NETS.items():
                 if self.config.engine == "policy" and value in (None, AUTO) and n in checkpoint.POLICY_ALONE_NETS:
-                    p, v = checkpoint.POLICY_ALONE_NETS[n], None  # alone: no value net of its planes
+                    p, v = checkpoint.POLICY_ALONE_NETS[n], None  # alone, as measured
                 own_head = v is None or value != AUTO  # a policy-value net, or --value-checkpoint none
                 self._nets[n] = (str(checkpoint.shipped(p)), None if own_head else str(checkpoint.shipped(v)))
         if value in (None, AUTO) and policy in (None, AUTO):

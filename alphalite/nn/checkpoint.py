@@ -42,10 +42,10 @@ SHIPPED = "alphalite.checkpoints"  # the package holding the shipped nets
 # The strongest shipped configuration per board size (docs/strength.md):
 # search with this policy net's priors and this value net's leaf values
 # (None: a policy-value net, valued by its own head).
-DEFAULT_NETS: dict[int, tuple[str, str | None]] = {9: ("az9", None), 19: ("policy19b12", "value19b12")}
-# The policy engine plays a net alone, with no search: where another shipped
-# net plays better that way, it plays that one (19x19: the net without the
-# previous moves in its input, 59-1 against GNU Go level 10; docs/strength.md).
+DEFAULT_NETS: dict[int, tuple[str, str | None]] = {9: ("az9", None), 19: ("policy19ag40b12", "value19b12")}
+# The policy engine plays a net alone, with no search and no value net to
+# resign by: as measured (19x19: the net without the previous moves in its
+# input, 59-1 against GNU Go level 10; docs/strength.md).
 POLICY_ALONE_NETS: dict[int, str] = {19: "policy19ag40b12"}
 
 
