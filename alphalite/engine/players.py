@@ -320,7 +320,6 @@ class PolicyNet:
         self.size = int(info["board_size"])
         ppreset = info.get("preset", "default")
         self.preset = ppreset  # the planes the search encodes: a pair when the value net's differ
-        self.split = None  # with a pair, the policy's channels (the value net reads the rest)
         self.model = nets.make_model(info["model"], self.size, features.num_planes(ppreset))
         self.variables = jax.tree_util.tree_map(jax.numpy.asarray, variables)
         self.value_model = None
@@ -335,7 +334,6 @@ class PolicyNet:
                 raise ValueError(f"value net is for {vsize}x{vsize}, policy for {self.size}x{self.size}")
             vpreset = value_info.get("preset", "default")
             self.preset = features.pair(ppreset, vpreset)
-            self.split = features.split(self.preset)
             self.value_model = nets.make_model(value_info["model"], self.size, features.num_planes(vpreset))
             self.value_variables = jax.tree_util.tree_map(jax.numpy.asarray, value_variables)
         from alphalite.nn import onnx_export
@@ -373,6 +371,13 @@ class PolicyNet:
             self.net_fn = policy_value_fn(self.model, self.value_model, split=self.split)
         self.params = {"policy": self.variables, "value": self.value_variables or {}}
 
+    @property
+    def split(self) -> int | None:
+        """With a preset pair, the policy's channels (the value net reads the rest)."""
+        from alphalite.nn import features
+
+        return features.split(self.preset)
+
     def _int8_protos(self, variables, value_variables) -> tuple[list[bytes], str]:
         from alphalite.nn import features, int8, onnx_export
 
@@ -382,9 +387,10 @@ class PolicyNet:
 
         def planes():
             sess = onnx_export.session_of(protos[0])
+            split = self.split
 
             def policy(x):  # the policy plays the calibration games on its own channels
-                return sess.run(None, {"planes": np.ascontiguousarray(features.split_planes(x, self.split)[0])})[0]
+                return sess.run(None, {"planes": np.ascontiguousarray(features.split_planes(x, split)[0])})[0]
 
             return int8.self_play_planes(policy, self.size, self.preset)
 
