@@ -14,6 +14,6 @@ runtime.setup()
 # training and engine processes they start (whose entry points enable the
 # same cache): each compile happens once (alphalite/nn/jitcache.py).
 jitcache.enable()
-# --conv auto uses the fixed rule, here and in the processes tests start: no
+# --conv auto takes XLA's convolution untuned, here and in the processes tests start: no
 # timing noise, no cache written (alphalite/nn/convtune.py).
 os.environ["ALPHALITE_CONV_TUNE"] = "0"

@@ -108,7 +108,8 @@ def test_no_tuning_falls_back_and_writes_nothing(tmp_path, no_tuning):
     fake = FakeMeasure({"xla": 0.03, "winograd": 0.01})
     path = tmp_path / "convtune.json"
     assert convtune.choose(dataclasses.replace(TRAIN, train=False), measure=fake, path=path, host=HOST) == "xla"
-    assert convtune.choose(TRAIN, measure=fake, path=path, host=HOST) == "winograd"
+    # a measurement would pick Winograd here: untuned, XLA's (the preferred) all the same
+    assert convtune.choose(TRAIN, measure=fake, path=path, host=HOST) == "xla"
     assert fake.calls == [] and not path.exists()
 
 

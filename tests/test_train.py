@@ -205,6 +205,7 @@ def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):
         assert p.poll() is None, "run finished before it could be killed"
         p.send_signal(signal.SIGKILL)
         p.wait()
+        assert _steps(run / "ckpt"), "no checkpoint written within 240 s"
         killed_at = max(_steps(run / "ckpt"))
         assert 8 <= killed_at < steps
         out, err = p_ref.communicate(timeout=300)
