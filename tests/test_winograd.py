@@ -42,8 +42,8 @@ def test_matrices_satisfy_the_winograd_identity():
                                    (19, 19, 4), (19, 19, 2)])
 def test_values_match_xla(h, w, m):
     x, kern = _inputs(2, h, w, 5, 6)
-    got = winograd.conv3x3(x, kern, m)
-    want = winograd.reference_conv3x3(x, kern)
+    got = jax.jit(lambda x, k: winograd.conv3x3(x, k, m))(x, kern)  # jitted, as training runs it
+    want = jax.jit(winograd.reference_conv3x3)(x, kern)
     assert got.shape == want.shape == (2, h, w, 6)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(jnp.abs(want).max()))
 
@@ -61,8 +61,9 @@ def test_gradients_match_xla(size, m, c, k):
     def loss(conv):
         return lambda x, k: jnp.sum(jnp.tanh(conv(x, k)) * target)
 
-    gx, gk = jax.grad(loss(lambda x, k: winograd.conv3x3(x, k, m)), argnums=(0, 1))(x, kern)
-    rx, rk = jax.grad(loss(winograd.reference_conv3x3), argnums=(0, 1))(x, kern)
+    # jitted, as training runs them (op by op it took twice as long)
+    gx, gk = jax.jit(jax.grad(loss(lambda x, k: winograd.conv3x3(x, k, m)), argnums=(0, 1)))(x, kern)
+    rx, rk = jax.jit(jax.grad(loss(winograd.reference_conv3x3), argnums=(0, 1)))(x, kern)
     np.testing.assert_allclose(gx, rx, rtol=1e-4, atol=1e-4 * float(jnp.abs(rx).max()))
     np.testing.assert_allclose(gk, rk, rtol=1e-4, atol=1e-4 * float(jnp.abs(rk).max()))
 
