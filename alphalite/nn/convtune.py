@@ -126,7 +126,7 @@ def tuning() -> bool:
     return os.environ.get("ALPHALITE_CONV_TUNE", "1") != "0"
 
 
-def untuned_method(shape: Shape) -> str:
+def untuned_method() -> str:
     """The method used without a measurement: the preferred one, XLA's, for
     every shape. Never far off: Winograd trained b6c64 1.2x faster on a Xeon
     with AVX-512/AMX, but 2.7x slower on an AMD EPYC (the old fixed rule,
@@ -206,7 +206,7 @@ def choose(shape: Shape, *, measure=None, path: Path | None = None, host: str | 
         _memo[(str(path), key)] = entry["method"]
         return entry["method"]
     if not tuning():
-        return untuned_method(shape)
+        return untuned_method()
     # A worker thread: JAX's tracing state is per thread, so the timing runs
     # eagerly even when a model is being traced here.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
