@@ -17,8 +17,6 @@ import numpy as np
 
 from alphalite import runtime
 
-MOVES = (30, 80, 130, 180)
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -32,22 +30,22 @@ def main() -> None:
     from alphalite.nn import checkpoint as ckpt, features
     from alphalite.train import metrics, value
 
+    moves = value.SNAPSHOT_MOVES
     info, model, variables = ckpt.load_model(args.checkpoint, "value")
     predict = value.make_predict(model)
     tests = dataset.iterate_eval(args.data, split=args.split, preset=info["preset"], board_size=int(info["board_size"]),
-                                 max_games=args.max_games, batch_size=256, decided_only=True, move_numbers=MOVES)
+                                 max_games=args.max_games, batch_size=256, decided_only=True, move_numbers=moves)
     one, mean8 = metrics.WinnerStats(), metrics.WinnerStats()
     games = set()
     t = time.time()
     for b in tests:
-        tp = b["to_play"].astype(np.float64)
         vs = [np.asarray(predict(variables, features.transform_planes(b["planes"], g))) for g in range(8)]
-        one.update(vs[0] * tp, b["outcomes"] * tp, b["move_number"])
-        mean8.update(np.mean(vs, axis=0) * tp, b["outcomes"] * tp, b["move_number"])
+        value.update(one, None, vs[0], b)  # as eval-value counts it
+        value.update(mean8, None, np.mean(vs, axis=0), b)
         games.update(b["game"].tolist())
     print(json.dumps({"checkpoint": args.checkpoint, "games": len(games), "positions": one.n,
-                      "seconds": round(time.time() - t, 1), "identity": value._summary(one.result(), MOVES),
-                      "mean8": value._summary(mean8.result(), MOVES)}))
+                      "seconds": round(time.time() - t, 1), "identity": value._summary(one.result(), moves),
+                      "mean8": value._summary(mean8.result(), moves)}))
 
 
 if __name__ == "__main__":
