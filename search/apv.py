@@ -20,6 +20,12 @@ policy's, its values join the rollouts as ``Q = lam * value net + (1 - lam)
 * rollouts``. The root is evaluated by the network before the first
 simulation. Without a value net pass ``lam=0`` (priors only).
 
+A ``net_fn`` may give a third output, the value net's ownership head
+(``[B, size*size]``, mover's view, KataGo's): the search's ownership is
+then ``lam`` times the mean over the positions the network evaluated (the
+tree's average, as KataGo reports it) plus ``1 - lam`` times the rollouts'
+final owners.
+
 ``synchronous=True`` runs the network in the search thread after every chunk
 (deterministic for a fixed seed: tests).
 """
@@ -61,12 +67,14 @@ class ApvOutput(NamedTuple):
     simulations: int  # rollouts this search
     net_evals: int  # positions the network evaluated this search (root included)
     seconds: float
-    # The rollouts' view of the end of the game, filled in the final output
+    # The search's view of the end of the game, filled in the final output
     # only (zeros in the outputs a callback sees during the search):
-    ownership: np.ndarray  # float32 [size*size]: mean final owner, black +1, white -1
-    margin: float  # mean final area, black minus white minus komi
+    ownership: np.ndarray  # float32 [size*size]: mean final owner, black +1, white -1 (the rollouts',
+    # mixed with the ownership head's by lambda where the value net has one)
+    margin: float  # the rollouts' mean final area, black minus white minus komi
     margin_stdev: float  # its standard deviation over the rollouts
     rollouts: int  # the rollouts these cover (this search's, not a reused tree's)
+    net_ownership: int = 0  # network-evaluated positions in ``ownership`` (0: no ownership head)
 
 
 class _NetWorker:
@@ -92,8 +100,7 @@ class _NetWorker:
                 return
             planes, legal = self._job
             try:
-                p, v = self.net_fn(self.params, planes, legal)
-                self.result = (np.asarray(p, np.float32), np.asarray(v, np.float32).reshape(-1))
+                self.result = _answers(self.net_fn(self.params, planes, legal))
             except BaseException as e:  # noqa: BLE001 - handed to the search thread
                 self.error = e
             self._done.set()
@@ -115,6 +122,12 @@ class _NetWorker:
         self._stop = True
         self._go.set()
         self._thread.join(timeout=5)
+
+
+def _answers(out):
+    """(priors, values, ownership or None) of a ``net_fn`` call, as float32."""
+    own = np.asarray(out[2], np.float32) if len(out) > 2 else None
+    return np.asarray(out[0], np.float32), np.asarray(out[1], np.float32).reshape(-1), own
 
 
 class _Lane:
@@ -270,6 +283,8 @@ class _Run:
         self.sims = 0  # rollouts started
         self.backed = 0  # rollouts backed up
         self.net_evals = 0
+        self.net_own = np.zeros(search.A - 1)  # summed ownership heads of evaluated positions, black +1
+        self.n_net_own = 0
         self.stop = False
         self.error: BaseException | None = None
 
@@ -337,11 +352,17 @@ class _Run:
         q = self.fill
         n = int(q.count[0])
         if n:
-            p, v = self.s.net_fn(self.s.params, *self.s._net(q))
-            K.apply_net(self.tree, q.node, np.asarray(p, np.float32), np.asarray(v, np.float32).reshape(-1), n,
-                        self.lam)
-            self.net_evals += n
-            q.count[0] = 0
+            self._fold(q, _answers(self.s.net_fn(self.s.params, *self.s._net(q))), n)
+
+    def _fold(self, q: K.Queue, answers, n: int):
+        """A queue's network answers into the tree (and the ownership sums)."""
+        p, v, own = answers
+        K.apply_net(self.tree, q.node, p, v, n, self.lam)
+        if own is not None:
+            self.net_own += own[:n].T @ self.tree.to_play[q.node[:n]].astype(np.float64)
+            self.n_net_own += n
+        self.net_evals += n
+        q.count[0] = 0
 
     def _service_net(self, final=False):
         """Under the lock: fold in a returned batch, hand the next one over."""
@@ -354,11 +375,7 @@ class _Run:
             if worker.error is not None:
                 err, worker.error = worker.error, None
                 raise err
-            p, v = worker.result
-            n = int(self.busy.count[0])
-            K.apply_net(self.tree, self.busy.node, p, v, n, self.lam)
-            self.net_evals += n
-            self.busy.count[0] = 0
+            self._fold(self.busy, worker.result, int(self.busy.count[0]))
         if not self.in_flight and self.fill.count[0] > 0 and not final:
             worker.submit(*self.s._net(self.fill))
             self.fill, self.busy = self.busy, self.fill
@@ -432,8 +449,12 @@ class _Run:
                 stdev = float(np.sqrt(max(square - margin * margin, 0.0)))
                 if self.cfg[K.C_SCORE_W] > 0.0:  # the tree holds utilities: report the rollouts' win/loss
                     value = float(K.mixed(self.state.to_play * black_wins, tree.node_wv[0], tree.node_nv[0], self.lam))
+            if self.n_net_own:  # the ownership head's tree average beside the rollouts', by lambda
+                head = self.net_own / self.n_net_own
+                own = self.lam * head + (1.0 - self.lam) * own if n else head
         return ApvOutput(action, probs, value, tree, self.backed, self.net_evals,
-                         time.perf_counter() - self.t0, own.astype(np.float32), float(margin), stdev, int(n))
+                         time.perf_counter() - self.t0, own.astype(np.float32), float(margin), stdev, int(n),
+                         self.n_net_own if final else 0)
 
 
 class ApvView:

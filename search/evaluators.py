@@ -88,7 +88,8 @@ def mix_rollouts(evaluate_fn: Callable, lam: float = 0.5, *, num_rollouts: int =
     return evaluate
 
 
-def policy_value_fn(policy_model, value_model=None, *, jit: bool = True, split: int | None = None) -> Callable:
+def policy_value_fn(policy_model, value_model=None, *, jit: bool = True, split: int | None = None,
+                    ownership: bool = False) -> Callable:
     """The one jitted network function of the search:
     ``net_fn(params, planes [B, H, W, C], legal bool [B, A]) -> (priors [B, A],
     values [B])`` with ``params = {"policy": variables, "value": variables}``
@@ -96,12 +97,17 @@ def policy_value_fn(policy_model, value_model=None, *, jit: bool = True, split: 
     policy-value net (``nets.ResNetPolicyValue``) as ``policy_model`` gives
     both from its one call. ``split``: the planes are a preset pair
     (``features.pair``), the policy reads channels ``[:split]``, the value
-    net the rest.
+    net the rest. ``ownership``: a third output, the value net's ownership
+    head (``nets.ResNetValueAux``) as ``[B, H*W]``, mover's view (what
+    ``search.apv`` takes).
     Models are ``alphalite.nn.nets`` models (``model.apply(variables, x, train=False)``)."""
     import jax
     import jax.numpy as jnp
 
-    from alphalite.nn import features
+    from alphalite.nn import features, nets
+
+    if ownership and not isinstance(value_model, nets.ResNetValueAux):
+        raise ValueError("ownership needs a value net with an ownership head (a *_aux_value net)")
 
     def net_fn(params, planes, legal):
         planes, vplanes = features.split_planes(planes, split)
@@ -113,6 +119,10 @@ def policy_value_fn(policy_model, value_model=None, *, jit: bool = True, split: 
             values = out[1].astype(jnp.float32)
         elif value_model is None:
             values = jnp.zeros(planes.shape[0], jnp.float32)
+        elif ownership:
+            out = value_model.apply(params["value"], vplanes, train=False, aux=True)
+            own = out["ownership"].reshape(planes.shape[0], -1)
+            return priors, out["value"].astype(jnp.float32), own.astype(jnp.float32)
         else:
             values = value_model.apply(params["value"], vplanes, train=False).astype(jnp.float32)
         return priors, values

@@ -293,10 +293,7 @@ def test_refuses_finished_games_and_other_sizes(policies):
         s.run(board.new_game(7), max_sims=10)
 
 
-def test_ownership_comes_from_the_rollouts(policies):
-    # Black owns the left two columns for sure (a living wall with eyes),
-    # White the right; the search's ownership must say so.
-    diagram = """
+WALLS = """
     . X . X O . O . .
     X X X X O O O O O
     . X . X O . O . .
@@ -307,12 +304,40 @@ def test_ownership_comes_from_the_rollouts(policies):
     X X X X O O O O O
     . X . X O . O . .
     """
-    state = board.parse_diagram(diagram, komi=7.0)
+
+
+def test_ownership_comes_from_the_rollouts(policies):
+    # Black owns the left two columns for sure (a living wall with eyes),
+    # White the right; the search's ownership must say so.
+    state = board.parse_diagram(WALLS, komi=7.0)
     s = make(flat_net(), policies, 9, synchronous=True)
     out = s.run(state, max_sims=50)
     own = out.ownership.reshape(9, 9)
     assert (own[:, :4] == 1.0).all() and (own[:, 5:] == -1.0).all()
     assert out.ownership.dtype == np.float32
+
+
+def test_an_ownership_head_joins_the_rollouts_by_lambda(policies):
+    # A value net whose ownership head says the mover owns every point: in
+    # black's view the tree average is the mean colour to move over the
+    # evaluated positions, mixed half and half with the rollouts' sure walls.
+    state = board.parse_diagram(WALLS, komi=7.0)
+    flat = flat_net()
+
+    def net_fn(params, planes, legal):
+        p, v = flat(params, planes, legal)
+        return p, v, np.ones((len(planes), 81), np.float32)
+
+    for lam in (0.5, 1.0):
+        out = make(net_fn, policies, 9, synchronous=True, search_params=SearchParams(lam=lam)).run(state, max_sims=60)
+        done = out.tree.net_state[: int(out.tree.counter[0])] == K.NET_DONE
+        head = out.tree.to_play[: int(out.tree.counter[0])][done].mean()
+        assert out.net_ownership == out.net_evals == done.sum() > 1 and -1.0 < head < 1.0
+        own = out.ownership.reshape(9, 9)
+        np.testing.assert_allclose(own[:, :4], lam * head + (1 - lam), rtol=1e-6)
+        np.testing.assert_allclose(own[:, 5:], lam * head - (1 - lam), rtol=1e-6)
+    plain = make(flat, policies, 9, synchronous=True).run(state, max_sims=20)
+    assert plain.net_ownership == 0
 
 
 def test_gtp_engine_plays_and_judges_with_the_search(tmp_path):

@@ -39,19 +39,25 @@ def test_batch_statistics_are_folded_not_dropped():
     assert np.abs(plain - want).max() > 1e-2  # the statistics matter, so the check above means something
 
 
-def test_an_aux_value_net_exports_its_winner_head():
-    """The search calls a value net with ownership and score heads for the
-    winner only, so that is what its graph computes: the same v as JAX."""
+def test_an_aux_value_net_exports_its_winner_and_ownership_heads():
+    """The search takes the winner and the ownership of every point from a
+    value net with auxiliary heads: the same v and ownership as JAX (batch
+    statistics made non-trivial, so the ownership head's folding counts)."""
     model = nets.make_model("b2c16_aux_value", 9, 17)
     variables = nets.init_variables(model, jax.random.key(3))
     rng = np.random.default_rng(2)
+    stats = jax.tree_util.tree_map_with_path(  # variances 0.5-2, means -0.3-0.3
+        lambda path, a: rng.uniform(*((0.5, 2.0) if "var" in str(path[-1]) else (-0.3, 0.3)),
+                                    a.shape).astype(np.float32), variables["batch_stats"])
+    variables = {**variables, "batch_stats": stats}
     x = (rng.random((4, 9, 9, 17)) < 0.3).astype(np.float32)
-    want = np.asarray(model.apply(variables, x, train=False))
+    want = model.apply(variables, x, train=False, aux=True)
     sess = onnx_export.session(model, variables, threads=1)
-    assert [o.name for o in sess.get_outputs()] == ["out"]
-    got = sess.run(None, {"planes": x})[0]
-    assert got.shape == (4,) and np.abs(want).max() > 1e-3
-    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+    assert [o.name for o in sess.get_outputs()] == ["out", "ownership"]
+    v, own = sess.run(None, {"planes": x})
+    assert v.shape == (4,) and own.shape == (4, 81) and np.abs(np.asarray(want["ownership"])).max() > 1e-2
+    np.testing.assert_allclose(v, np.asarray(want["value"]), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(own, np.asarray(want["ownership"]).reshape(4, 81), atol=1e-4, rtol=1e-4)
 
 
 def test_other_nets_are_refused():
@@ -97,3 +103,44 @@ def test_residual_adds_run_in_ort_blocked_layout(tmp_path):
         pytest.skip("ONNX Runtime uses no blocked layout on this CPU")
     assert ("", "Add") not in ops and ("", "Relu") not in ops
     assert ops.count(("com.microsoft.nchwc", "ReorderInput")) == 1  # the input, once
+
+
+def test_the_search_takes_the_ownership_head_on_either_runtime(tmp_path):
+    """With a *_aux_value net beside the policy the search's network
+    function gives a third output, the ownership head, the same on JAX and
+    ONNX Runtime; the apv player folds it into its ownership."""
+    from alphalite.engine import players
+    from search.rollout import PatternPolicy
+
+    model = nets.make_model("b1c4_aux_value", 9, 17)
+    variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.key(7)))
+    aux = checkpoint.export_model(tmp_path / "aux", variables, {"model": "b1c4_aux_value", "board_size": 9,
+                                                                "preset": "default", "kind": "value"})
+    on_jax = players.load_net("policy9", str(aux), inference="jax")
+    on_ort = players.load_net("policy9", str(aux), inference="onnx")
+    assert on_jax.has_ownership and on_ort.has_ownership
+    assert not players.load_net("policy9", "value9", inference="jax").has_ownership
+    x = (np.random.default_rng(3).random((5, 9, 9, 17)) < 0.3).astype(np.float32)
+    legal = np.ones((5, 82), bool)
+    from search.evaluators import policy_value_fn
+
+    pj, vj, oj = policy_value_fn(on_jax.model, on_jax.value_model, ownership=True)(on_jax.params, x, legal)
+    po, vo, oo = onnx_export.policy_value_fn(on_ort.model, on_ort.variables, on_ort.value_model,
+                                             on_ort.value_variables, threads=1, ownership=True)(None, x, legal)
+    assert oo.shape == (5, 81)
+    np.testing.assert_allclose(oo, np.asarray(oj), atol=1e-4)
+    np.testing.assert_allclose(vo, np.asarray(vj), atol=1e-4)
+    np.testing.assert_allclose(po, np.asarray(pj), atol=1e-5)
+    with pytest.raises(ValueError, match="ownership head"):
+        policy_value_fn(on_jax.model, None, ownership=True)
+    tp, rp = PatternPolicy.load("tree19"), PatternPolicy.load("rollout19")
+    for net in (on_jax, on_ort):
+        p = players.ApvPlayer(net, tp, rp, visits=64)
+        try:
+            from alphalite.go import board
+
+            st = board.play(board.new_game(9, 7.0), 40)
+            p.genmove(st, players.candidate_moves(st), None, None)
+            assert p.last.net_ownership == p.last.net_evals > 0
+        finally:
+            p.close()

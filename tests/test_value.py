@@ -434,3 +434,67 @@ def test_eval_value_reports_ownership_accuracy_and_score_error(tmp_path, capsys)
         with pytest.raises(SystemExit) as e:
             cli.main(["eval-value", "--checkpoint", str(ck), str(tv), "--moves", bad])
         assert e.value.code == 2 and "--moves" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_aux_heads_train_on_a_fixed_value_net(tmp_path):
+    """--heads-only: the value net's trunk and winner head (weights and batch
+    statistics) come through training bit for bit, the ownership head learns."""
+    planes, _ = _synthetic_5x5(512, 1)
+    stones = planes[..., 0:4].sum(-1) - planes[..., 4:8].sum(-1)
+    batch_of = lambda idx: {"planes": planes[idx], "outcomes": np.ones(len(idx), np.float32),  # noqa: E731
+                            "to_play": np.ones(len(idx), np.int8), "ownership": stones[idx].astype(np.int8),
+                            "score": stones[idx].sum((1, 2)).astype(np.float32)}
+    step = value.make_aux_train_step()
+    rng = np.random.default_rng(0)
+    # a value net whose trunk knows the stones: the value parts of an aux net trained whole
+    whole = loop.create_state(nets.make_model("b1c8_aux_value", 5, 17), optax.adam(3e-3), jax.random.PRNGKey(5))
+    for _ in range(150):
+        whole, _m = step(whole, batch_of(rng.integers(0, len(planes), 64)))
+    vmodel = nets.make_model("b1c8_value", 5, 17)
+    vvars = jax.tree_util.tree_map(np.asarray, {c: {k: v for k, v in tree.items() if k not in nets.ResNetValueAux.AUX_HEADS}
+                                                for c, tree in loop.variables_of(whole).items()})
+    ck = checkpoint.export_model(tmp_path / "v", vvars, {"model": "b1c8_value", "board_size": 5,
+                                                         "preset": "default", "kind": "value"})
+    info = {"model": "b1c8_aux_value", "board_size": 5, "preset": "default", "kind": "value"}
+    cfg = train.SLConfig(task="value", model=info["model"], board_size=5, init=str(ck), heads_only=True,
+                         optimizer="adam", learning_rate=3e-3, schedule="constant", warmup_steps=1)
+    tx, _ = train.make_optimizer(cfg)
+    state = loop.create_state(nets.make_model(info["model"], 5, 17, heads_only=True), tx, jax.random.PRNGKey(6))
+    fresh_own = np.asarray(state.params["own_out"]["kernel"]).copy()
+    state = train.init_from(state, str(ck), info)
+    for _ in range(150):
+        state, _m = step(state, batch_of(rng.integers(0, len(planes), 64)))
+    fixed = {k: v for k, v in state.params.items() if k not in nets.ResNetValueAux.AUX_HEADS}
+    assert sorted(fixed) == sorted(vvars["params"])
+    for a, b in zip(jax.tree_util.tree_leaves((fixed, state.batch_stats["trunk"], state.batch_stats["value_bn"])),
+                    jax.tree_util.tree_leaves((vvars["params"], vvars["batch_stats"]["trunk"],
+                                               vvars["batch_stats"]["value_bn"]))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert not np.array_equal(np.asarray(state.params["own_out"]["kernel"]), fresh_own)
+    plain = nets.make_model(info["model"], 5, 17)  # as a checkpoint loads it
+    v, own, _ = (np.asarray(a) for a in value.make_predict_aux(plain)(loop.variables_of(state), planes))
+    np.testing.assert_allclose(v, np.asarray(vmodel.apply(vvars, planes, train=False)), rtol=1e-6, atol=1e-6)
+    occupied = stones != 0
+    assert ((own > 0) == (stones > 0))[occupied].mean() > 0.9
+    # a value net of another shape, and --heads-only without a net to start from, are refused
+    small = nets.make_model("b1c4_value", 5, 17)
+    ck4 = checkpoint.export_model(tmp_path / "v4", jax.tree_util.tree_map(np.asarray, nets.init_variables(
+        small, jax.random.PRNGKey(0))), {"model": "b1c4_value", "board_size": 5, "preset": "default", "kind": "value"})
+    with pytest.raises(ValueError, match="--init"):
+        train.init_from(state, str(ck4), info)
+    with pytest.raises(ValueError, match="--heads-only"):
+        train.train_and_evaluate(train.SLConfig(task="value", model="b1c8_aux_value", heads_only=True,
+                                                data=str(tmp_path)), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_counted_only_keeps_the_games_with_targets(tmp_path):
+    tv, _ = _targets_folder(tmp_path, playouts=16)
+    games = dataset.load_games(tv, "test", 9)
+    counted = np.flatnonzero(np.isfinite(games["score"]))
+    every = dataset.count_positions(tv, split="test", board_size=9, decided_only=True)
+    kept = dataset.count_positions(tv, split="test", board_size=9, decided_only=True, counted_only=True)
+    assert kept == int(games["num_moves"][counted].sum()) and 0 < kept < every
+    with pytest.raises(dataset.DatasetError, match="value targets"):
+        dataset.count_positions(tmp_path / "data", split="test", board_size=9, counted_only=True)

@@ -72,7 +72,8 @@ Loading
 Value-net options (both loaders): ``decided_only`` keeps games with a known
 winner; ``move_numbers`` keeps positions after exactly those numbers of
 moves; ``marked_only`` keeps, per game, the position after
-``value_move[g]`` moves (a shard field of value self-play data).
+``value_move[g]`` moves (a shard field of value self-play data);
+``counted_only`` keeps the games with a known final score (value targets).
 ``iterate_batches(per_game=k)`` draws k positions per game anew each epoch
 (AlphaGo's value net saw one per game: neighbours in a game are nearly the
 same position with the same label, so all of them overfit).
@@ -703,7 +704,7 @@ def _encode_batch(size, preset_id, zob, snap_color, snap_meta, legal, smove, src
 
 
 def _positions(games: Games, winner_only: bool, include_passes: bool, decided_only: bool = False,
-               move_numbers=None, marked_only: bool = False):
+               move_numbers=None, marked_only: bool = False, counted_only: bool = False):
     """(eligible [M] bool, per-game counts [G] int64)."""
     a = games.arrays
     G = len(games)
@@ -716,6 +717,10 @@ def _positions(games: Games, winner_only: bool, include_passes: bool, decided_on
         elig &= a["colors"] == a["winner"][game_of]
     if decided_only:
         elig &= a["winner"][game_of] != 0
+    if counted_only:
+        if "score" not in a:
+            raise DatasetError("counted_only needs value targets (a score field: alphalite value-targets)")
+        elig &= np.isfinite(a["score"])[game_of]
     if move_numbers is not None or marked_only:
         move_no = np.arange(a["moves"].shape[0]) - np.repeat(a["move_offsets"][:-1], nm)
         if move_numbers is not None:
@@ -872,7 +877,7 @@ def _sample_per_game(plan: _Plan, seed: int, epoch: int) -> np.ndarray:
 def count_positions(data, *, split: str = "train", board_size: int = 19, winner_only: bool = False,
                     include_passes: bool = True, per_game: int = 0, **select) -> int:
     """Positions per epoch under these options (``select``: decided_only,
-    move_numbers, marked_only)."""
+    move_numbers, marked_only, counted_only)."""
     return _plan(data, split, board_size, winner_only, include_passes, per_game, **select).total
 
 

@@ -325,6 +325,7 @@ class PolicyNet:
         self.value_model = None
         self.value_variables = None
         self.has_value = isinstance(self.model, nets.ResNetPolicyValue)  # its own head values positions
+        self.has_ownership = False  # a value net with KataGo's ownership head (the search's ownership)
         if self.has_value and value_info is not None:
             raise ValueError("a policy-value net has its own value head: no value net beside it")
         if value_info is not None:
@@ -335,6 +336,7 @@ class PolicyNet:
             vpreset = value_info.get("preset", "default")
             self.preset = features.pair(ppreset, vpreset)
             self.value_model = nets.make_model(value_info["model"], self.size, features.num_planes(vpreset))
+            self.has_ownership = isinstance(self.value_model, nets.ResNetValueAux)
             self.value_variables = jax.tree_util.tree_map(jax.numpy.asarray, value_variables)
         from alphalite.nn import onnx_export
         from search.evaluators import policy_value_fn
@@ -722,7 +724,12 @@ class ApvPlayer:
         net_fn = net.net_fn
         if net.inference in ("onnx", "int8"):  # one ORT thread: the other cores play rollouts
             net_fn = onnx_export.policy_value_fn(net.model, net.variables, net.value_model, net.value_variables,
-                                                 threads=1, protos=net.protos, split=net.split)
+                                                 threads=1, protos=net.protos, split=net.split,
+                                                 ownership=net.has_ownership)
+        elif net.has_ownership:  # the search also takes the ownership head
+            from search.evaluators import policy_value_fn
+
+            net_fn = policy_value_fn(net.model, net.value_model, split=net.split, ownership=True)
         self.search = ApvSearch(net_fn, net.params, features.preset_id(net.preset), features.num_planes(net.preset),
                                 tree_policy, rollout_policy, size=net.size, search_params=sp,
                                 pad_batches=net.inference == "jax", threads=threads)

@@ -534,9 +534,16 @@ class ResNetValueAux(nn.Module):
     ``__call__(x)`` returns ``v [B]``, so the net drops in wherever a value
     net goes (search, arena); ``aux=True`` returns ``{"value_logit" [B] (z),
     "value" [B], "ownership_logit" [B, H, W] (pre-tanh), "ownership" [B, H, W],
-    "score" [B]}``. Every head runs either way, so init creates them all."""
+    "score" [B]}``. Every head runs either way, so init creates them all.
+
+    ``heads_only`` (training only): the trunk and the winner head run in
+    inference mode behind ``stop_gradient``, so a step trains the ownership
+    and score heads (``AUX_HEADS``) on a value net's fixed features and
+    computes no gradient through the trunk. The weights, and every output
+    at inference, are the same as without it."""
 
     SCORE_SCALE = 20.0
+    AUX_HEADS = ("own_conv", "own_bn", "own_out", "score_out")
 
     size: int
     num_planes: int
@@ -547,14 +554,18 @@ class ResNetValueAux(nn.Module):
     own_channels: int = 32
     conv: str = "auto"
     dtype: Dtype = jnp.float32
+    heads_only: bool = False
 
     @nn.compact
     def __call__(self, x, train: bool = False, aux: bool = False):
         _check_input(x, self.size, self.num_planes)
+        fixed = self.heads_only
         t = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
-            x, train
+            x, train and not fixed
         )
-        h = _value_hidden(self, t, train)
+        h = _value_hidden(self, t, train and not fixed)
+        if fixed:
+            t, h = jax.lax.stop_gradient(t), jax.lax.stop_gradient(h)
         z = nn.Dense(1, dtype=self.dtype, name="value_out")(h)[:, 0].astype(jnp.float32)
         score = nn.Dense(1, dtype=self.dtype, name="score_out")(h)[:, 0].astype(jnp.float32) * self.SCORE_SCALE
         o = Conv1x1(self.own_channels, self.dtype, name="own_conv")(t)

@@ -11,8 +11,9 @@ weights) to a whole ``CHANNEL_BLOCK``, and the heads flatten in our channels-las
 dense weights are used as they are. Outputs: policy logits ``[B, H*W+1]``,
 or the value ``[B]`` in [-1, 1], or both (``ResNetPolicyValue``: outputs
 ``logits`` and ``value``). A value net with ownership and score heads
-(``ResNetValueAux``) exports its winner head only: the value the search
-calls it for. The batch dimension is free."""
+(``ResNetValueAux``) exports the value ``[B]`` and the ownership ``[B,
+H*W]`` (output ``ownership``, tanh, the mover's view, row-major): what the
+search takes from it (no score head). The batch dimension is free."""
 
 from __future__ import annotations
 
@@ -105,9 +106,19 @@ def to_onnx(model, variables: dict):
         nodes[-1].output[0] = out_name
         return helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["batch"])
 
+    def ownership_head(out_name):
+        y = node("Relu", [conv_bn(h, p["own_conv"]["kernel"], p["own_bn"], st["own_bn"])])
+        w = np.ascontiguousarray(np.asarray(p["own_out"]["kernel"], np.float32).transpose(3, 2, 0, 1))
+        y = node("Tanh", [node("Conv", [y, const(w, "w"), const(np.zeros(1, np.float32), "b")], kernel_shape=[1, 1])])
+        node("Reshape", [y, const(np.array([-1, n * n], np.int64), "shape")])
+        nodes[-1].output[0] = out_name
+        return helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["batch", n * n])
+
     if isinstance(model, nets.ResNetPolicy):
         outs = [policy_head("out")]
-    elif isinstance(model, (nets.ResNetValue, nets.ResNetValueAux)):
+    elif isinstance(model, nets.ResNetValueAux):
+        outs = [value_head("out"), ownership_head("ownership")]
+    elif isinstance(model, nets.ResNetValue):
         outs = [value_head("out")]
     else:
         outs = [policy_head("logits"), value_head("value")]
@@ -197,7 +208,8 @@ def exportable(model) -> bool:
 
 
 def policy_value_fn(policy_model, policy_variables: dict, value_model=None, value_variables: dict | None = None,
-                    threads: int = 0, protos: list[bytes] | None = None, split: int | None = None):
+                    threads: int = 0, protos: list[bytes] | None = None, split: int | None = None,
+                    ownership: bool = False):
     """The search's network function on ONNX Runtime, with the contract of
     ``search.evaluators.policy_value_fn``: ``net_fn(params, planes, legal) ->
     (priors [B, A], values [B])`` as numpy float32, priors a softmax over the
@@ -206,7 +218,10 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
     both from its one session run (``pv_fn``). ``protos``: the graphs to
     run instead of the exported ones (the policy's, then the value net's;
     ``alphalite.nn.int8``). ``split``: the planes are a preset pair, the
-    policy reads channels ``[:split]``, the value net the rest."""
+    policy reads channels ``[:split]``, the value net the rest. ``ownership``:
+    a third output, the value net's ownership head ``[B, H*W]`` (mover's view)."""
+    if ownership and not isinstance(value_model, nets.ResNetValueAux):
+        raise ValueError("ownership needs a value net with an ownership head (a *_aux_value net)")
     protos = list(protos or []) + [None, None]
     if isinstance(policy_model, nets.ResNetPolicyValue):
         if value_model is not None:
@@ -221,8 +236,10 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
         logits = np.where(legal, policy.run(None, {"planes": x})[0], -np.inf)
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         priors = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-        values = np.zeros(len(x), np.float32) if value is None else value.run(None, {"planes": vx})[0]
-        return priors, values
+        if value is None:
+            return priors, np.zeros(len(x), np.float32)
+        out = value.run(None, {"planes": vx})
+        return (priors, out[0], out[1]) if ownership else (priors, out[0])
 
     return net_fn
 

@@ -69,7 +69,10 @@ class SLConfig:
     init_trunk: str = field("", "checkpoint whose ResNet trunk (same blocks, channels, preset) "
                             "initialises a new run, e.g. the SL policy for a value net")
     init: str = field("", "checkpoint of the same model and preset whose every weight initialises a new "
-                      "run (fine-tuning a net on other games)")
+                      "run (fine-tuning a net on other games); for a *_aux_value net also the *_value net "
+                      "it extends (trunk and winner head; ownership and score heads fresh)")
+    heads_only: bool = field(False, "aux value task: train only the ownership and score heads, on the games "
+                             "with those targets; the trunk and winner head stay as --init gave them")
 
 
 # Fields a resumed run may change; everything else must match config.json.
@@ -100,7 +103,13 @@ def make_optimizer(cfg: SLConfig):
         tx = optax.chain(optax.add_decayed_weights(wd) if wd else optax.identity(), optax.adagrad(schedule))
     else:
         tx = optax.chain(optax.add_decayed_weights(wd) if wd else optax.identity(), optax.adadelta(schedule))
-    return with_clipping(tx, cfg.grad_clip), schedule
+    tx = with_clipping(tx, cfg.grad_clip)
+    if cfg.heads_only:  # the other weights stay exactly as initialised (no update, no weight decay)
+        from alphalite.nn.nets import ResNetValueAux
+
+        labels = lambda params: {k: "train" if k in ResNetValueAux.AUX_HEADS else "fixed" for k in params}  # noqa: E731
+        tx = optax.multi_transform({"train": tx, "fixed": optax.set_to_zero()}, labels)
+    return tx, schedule
 
 
 def _log_probs(logits, legal, masked: bool):
@@ -227,19 +236,28 @@ def init_trunk_from(state, checkpoint: str, preset: str):
 
 def init_from(state, checkpoint: str, info: dict):
     """``state`` with every weight and batch statistic of ``checkpoint``, a
-    net of the same model, board size and preset (fine-tuning); a fresh
+    net of the same model, board size and preset (fine-tuning), or for a
+    ``bNcM_aux_value`` run the ``bNcM_value`` net it extends (its trunk and
+    winner head; the ownership and score heads stay fresh); a fresh
     optimizer state."""
     import jax
 
     src_info, variables = ckpt.load_variables(checkpoint)
     theirs = {k: src_info.get(k) for k in ("model", "board_size", "preset")}
     ours = {k: info[k] for k in theirs}
-    if theirs != ours:
+    extends = str(ours["model"]).endswith("_aux_value") and theirs["model"] == ours["model"].replace("_aux_value",
+                                                                                                     "_value")
+    if theirs != ours and not (extends and theirs["board_size"] == ours["board_size"]
+                               and theirs["preset"] == ours["preset"]):
         raise ValueError(f"--init {checkpoint} is {theirs}, this run {ours}: the same model, size and preset needed")
     params = jax.tree_util.tree_map(np.asarray, variables["params"])
-    if jax.tree_util.tree_structure(params) != jax.tree_util.tree_structure(state.params):
+    stats = variables.get("batch_stats", {})
+    if extends:  # the value net's parts, by name; the aux heads keep their fresh weights
+        params = {**state.params, **params}
+        stats = {**state.batch_stats, **stats}
+    shapes = lambda tree: jax.tree_util.tree_map(np.shape, tree)  # noqa: E731
+    if shapes(params) != shapes(state.params) or shapes(stats) != shapes(state.batch_stats):
         raise ValueError(f"--init {checkpoint}: its weights do not fit {info['model']}")
-    stats = variables.get("batch_stats", state.batch_stats)
     return commit(state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params)))
 
 
@@ -268,10 +286,13 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         raise ValueError(f"task {cfg.task} cannot train model {cfg.model!r}: value nets end in _value")
     if cfg.init and cfg.init_trunk:
         raise ValueError("--init and --init-trunk both initialise the trunk: give one")
+    if cfg.heads_only and not (cfg.model.endswith("_aux_value") and cfg.init):
+        raise ValueError("--heads-only trains the ownership and score heads of a *_aux_value model on a net "
+                         "given by --init (a *_value net or an aux net)")
     info = {"model": cfg.model, "board_size": size, "preset": cfg.preset, "kind": cfg.task}
 
-    model = nets.make_model(cfg.model, size, planes,
-                            **({"dtype": jnp.bfloat16} if cfg.precision == "bfloat16" else {}))
+    opts = {"dtype": jnp.bfloat16} if cfg.precision == "bfloat16" else {}
+    model = nets.make_model(cfg.model, size, planes, **opts, **({"heads_only": True} if cfg.heads_only else {}))
     tx, schedule = make_optimizer(cfg)
     rng = jax.random.PRNGKey(cfg.seed)
     state = create_state(model, tx, rng)
@@ -286,8 +307,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         else:
             train_step, predict = value_lib.make_train_step(), value_lib.make_predict(model)
             batch_keys = ("planes", "outcomes")
-        select = value_lib.position_filter(cfg.marked_only)
-        val_select = value_lib.position_filter(cfg.marked_only, validation=True)
+        select = value_lib.position_filter(cfg.marked_only, counted_only=cfg.heads_only)
+        val_select = value_lib.position_filter(cfg.marked_only, validation=True, counted_only=cfg.heads_only)
     else:
         train_step, predict = make_train_step(cfg.masked), make_predict(model, cfg.masked)
         batch_keys, select, val_select = ("planes", "moves", "legal"), {}, {}
@@ -310,7 +331,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     best_mgr = ckpt.manager(workdir / "best", max_to_keep=1)
     if mgr.latest_step() is not None and (workdir / "config.json").exists():
         _check_resume(cfg, workdir)
-    best_key = "best_val_neg_mse" if is_value else "best_val_top1"
+    # the best net: by validation MSE, top-1, or (the winner fixed) ownership accuracy
+    best_key = "best_val_ownership" if cfg.heads_only else "best_val_neg_mse" if is_value else "best_val_top1"
     meta = {"step": 0, best_key: -1e9 if is_value else -1.0, "seconds": 0.0}
     restored = ckpt.restore(mgr, state)
     if restored is not None:
@@ -343,6 +365,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
                 rec.update(val_ownership_accuracy=float(res["ownership_accuracy"]),
                            val_score_mae=float(res["score_mae"]), val_aux_positions=res["aux_positions"])
             score, curves = -res["mse"], (["loss", "val_mse"], ["accuracy", "val_accuracy"])
+            if cfg.heads_only:
+                score, curves = res["ownership_accuracy"], (["ownership_loss"], ["val_ownership_accuracy"])
         else:
             res = evaluate(predict, variables_of(state), val_batches(), num_actions, cfg.eval_positions)
             rec = {"step": step, "val_top1": res["top1"], "val_top5": res["top5"], "val_nll": res["nll"],

@@ -52,13 +52,15 @@ AUX_BATCH_KEYS = ("planes", "outcomes", "to_play", "ownership", "score")
 VAL_STRIDE = 10  # validation: every 10th position of each val game
 
 
-def position_filter(marked_only: bool, validation: bool = False) -> dict:
-    """``dataset`` selection keywords for value training / validation."""
+def position_filter(marked_only: bool, validation: bool = False, counted_only: bool = False) -> dict:
+    """``dataset`` selection keywords for value training / validation;
+    ``counted_only``: only games with ownership and score targets."""
+    sel = {"decided_only": True, **({"counted_only": True} if counted_only else {})}
     if marked_only:
-        return {"decided_only": True, "marked_only": True}
+        return {**sel, "marked_only": True}
     if validation:  # spread over the game; all positions of a game say the same thing
-        return {"decided_only": True, "move_numbers": range(VAL_STRIDE, 1000, VAL_STRIDE)}
-    return {"decided_only": True}
+        return {**sel, "move_numbers": range(VAL_STRIDE, 1000, VAL_STRIDE)}
+    return sel
 
 
 def make_train_step():
