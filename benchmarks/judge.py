@@ -1,16 +1,20 @@
 """How well the engine's judge settles finished games: dead stones and the
 score from uniform random playouts, from pattern rollouts
 (``checkpoints/rollout19``), and from the apv engine's own search (its
-rollouts' ownership, ``ApvPlayer.territory``, with the shipped 19x19 nets
-as ``alphalite gtp`` loads them), each through ``decisions.Judge``, on
-Tygem games that ended by count, with GNU Go's ``final_status_list dead``
-and the recorded result as the reference.
+ownership, ``ApvPlayer.territory``, with the shipped 19x19 nets as
+``alphalite gtp`` loads them; ``--value NET`` adds the search with that
+value net beside the default policy, e.g. one with an ownership head),
+each through ``decisions.Judge``, on Tygem games that ended by count
+(from an archive, or ``--data``: a dataset's held-out test games), with
+GNU Go's ``final_status_list dead`` and the recorded result as the
+reference.
 
 Prints one JSON line: per judge, the share of stones whose life/death agrees
 with GNU Go, the share of games where every stone agrees, and the share of
 games whose winner after removing the dead stones matches the record.
 
-    python benchmarks/judge.py [--archive ../shared/data/tygem-2011-11.tar.gz] [--games 30] [--playouts 128]
+    python benchmarks/judge.py [--archive ../shared/data/tygem-2011-11.tar.gz | --data data/tygem]
+        [--games 30] [--playouts 128] [--value NET ...]
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,11 +55,35 @@ def counted_games(archive, n):
     return out
 
 
+class Record(NamedTuple):
+    komi: float
+    moves: list  # (colour, flat move)
+    result: str
+
+
+def test_games(data, n):
+    """The first ``n`` counted 19x19 test games of a dataset, no handicap or setup."""
+    from alphalite.data import dataset
+
+    g = dataset.load_games(data, "test", 19)
+    off, soff = g["move_offsets"], g["setup_offsets"]
+    out = []
+    for i in range(len(g)):
+        if np.isfinite(g["margin"][i]) and not g["handicap"][i] and soff[i + 1] == soff[i]:
+            mv = [(int(c), int(m)) for c, m in zip(g["colors"][off[i]:off[i + 1]], g["moves"][off[i]:off[i + 1]])]
+            out.append(Record(float(g["komi"][i]), mv, str(g["result"][i])))
+            if len(out) >= n:
+                break
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--archive", default="../shared/data/tygem-2011-11.tar.gz")
     p.add_argument("--games", type=int, default=30)
     p.add_argument("--playouts", type=int, default=128)
+    p.add_argument("--data", help="a dataset folder: its counted test games instead of --archive")
+    p.add_argument("--value", action="append", default=[], help="also judge by the search with this value net")
     args = p.parse_args()
 
     from alphalite.engine import players
@@ -66,14 +95,18 @@ def main():
 
     policy = PatternPolicy.load("rollout19")
     nets = [str(checkpoint.shipped(x)) for x in checkpoint.DEFAULT_NETS[19]]
-    engine = players.ApvPlayer(players.load_net(*nets), PatternPolicy.load("tree19"), policy)
-    engine.territory(board.new_game(19, 6.5), 8)  # compiled before the clock
+    engines = {"search": players.ApvPlayer(players.load_net(*nets), PatternPolicy.load("tree19"), policy)}
+    for v in args.value:
+        engines[f"search:{Path(v).name}"] = players.ApvPlayer(players.load_net(nets[0], v), PatternPolicy.load("tree19"),
+                                                              policy)
+    for engine in engines.values():
+        engine.territory(board.new_game(19, 6.5), 8)  # compiled before the clock
     judges = {"uniform": Judge(args.playouts, 1), "patterns": Judge(args.playouts, 1, policy=policy),
-              "search": Judge(args.playouts, 1, search=engine.territory)}
+              **{k: Judge(args.playouts, 1, search=e.territory) for k, e in engines.items()}}
     stats = {k: {"stones": 0, "agree": 0, "games_all_agree": 0, "winner_ok": 0, "seconds": 0.0} for k in judges}
     games = 0
     with GtpClient([find_gnugo(), "--mode", "gtp", "--chinese-rules"], timeout=120) as gg:
-        for rec in counted_games(args.archive, args.games):
+        for rec in test_games(args.data, args.games) if args.data else counted_games(args.archive, args.games):
             s = board.new_game(19, rec.komi)
             try:
                 for colour, mv in rec.moves:
@@ -101,8 +134,10 @@ def main():
                 st["agree"] += agree
                 st["games_all_agree"] += agree == len(stones)
                 st["winner_ok"] += (score > 0) == want_black
-    engine.close()
-    out = {"benchmark": "judge", "games": games, "playouts": args.playouts, "search_nets": nets}
+    for engine in engines.values():
+        engine.close()
+    out = {"benchmark": "judge", "games": games, "playouts": args.playouts, "search_nets": nets,
+           "source": args.data or args.archive, "values": args.value}
     for name, st in stats.items():
         out[name] = {"stone_agreement": round(st["agree"] / max(st["stones"], 1), 4),
                      "games_all_agree": round(st["games_all_agree"] / max(games, 1), 3),

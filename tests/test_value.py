@@ -329,6 +329,12 @@ def test_value_targets_copy_the_dataset_and_the_loader_turns_them_with_the_board
             assert (own[st == 1] == 1).all() and (own[st == -1] == -1).all(), sym  # the dead stone comes last
             assert int(own.sum()) == 18 and sc == pytest.approx(17.5)
     assert len(seen) >= 4  # several symmetries, the walls both vertical and horizontal
+    # counted_only (what --heads-only trains on): the positions of the counted game alone
+    every = dataset.count_positions(tv, split="test", board_size=9, decided_only=True)
+    kept = dataset.count_positions(tv, split="test", board_size=9, decided_only=True, counted_only=True)
+    assert kept == int(games["num_moves"][counted].sum()) and 0 < kept < every
+    with pytest.raises(dataset.DatasetError, match="value targets"):
+        dataset.count_positions(tmp_path / "data", split="test", board_size=9, counted_only=True)
     from selfplay import valuedata
 
     with pytest.raises(ValueError, match="other settings"):
@@ -488,13 +494,3 @@ def test_aux_heads_train_on_a_fixed_value_net(tmp_path):
                                                 data=str(tmp_path)), tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
 
-
-def test_counted_only_keeps_the_games_with_targets(tmp_path):
-    tv, _ = _targets_folder(tmp_path, playouts=16)
-    games = dataset.load_games(tv, "test", 9)
-    counted = np.flatnonzero(np.isfinite(games["score"]))
-    every = dataset.count_positions(tv, split="test", board_size=9, decided_only=True)
-    kept = dataset.count_positions(tv, split="test", board_size=9, decided_only=True, counted_only=True)
-    assert kept == int(games["num_moves"][counted].sum()) and 0 < kept < every
-    with pytest.raises(dataset.DatasetError, match="value targets"):
-        dataset.count_positions(tmp_path / "data", split="test", board_size=9, counted_only=True)
