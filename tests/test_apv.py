@@ -391,7 +391,7 @@ def test_player_reuses_its_tree_along_the_game(policies):
     from alphalite.engine import players
 
     class Net:  # what ApvPlayer reads of a PolicyNet
-        size, preset, inference, value_model, has_value = 9, PRESET, "jax", None, False
+        size, preset, inference, value_model, has_value, has_ownership = 9, PRESET, "jax", None, False, False
         params = None
         net_fn = staticmethod(flat_net())
 
@@ -424,7 +424,7 @@ def test_player_judges_from_its_own_search(policies):
     from alphalite.go import coords
 
     class Net:
-        size, preset, inference, value_model, has_value = 9, PRESET, "jax", None, False
+        size, preset, inference, value_model, has_value, has_ownership = 9, PRESET, "jax", None, False, False
         params = None
         net_fn = staticmethod(flat_net())
 
