@@ -199,9 +199,10 @@ def _logits(name, size, planes, x, seed=0):
     variables = nets.init_variables(model, jax.random.key(seed))
     # untied conv biases start at zero; give every parameter some random noise
     # so that tying, not the initialisation, is what makes the net symmetric
+    # (numpy's generator: eager jax.random compiles a program per leaf shape)
     leaves, tree = jax.tree_util.tree_flatten(variables["params"])
-    keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-    leaves = [p + 0.1 * jax.random.normal(k, p.shape) for p, k in zip(leaves, keys)]
+    rng = np.random.default_rng(seed + 1)
+    leaves = [np.asarray(p) + np.float32(0.1) * rng.standard_normal(p.shape, np.float32) for p in leaves]
     variables = {**variables, "params": jax.tree_util.tree_unflatten(tree, leaves)}
     apply = jax.jit(lambda v, x: model.apply(v, x))
     return lambda x: np.asarray(apply(variables, jnp.asarray(x)))
