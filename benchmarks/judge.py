@@ -61,7 +61,7 @@ class Record(NamedTuple):
     result: str
 
 
-def test_games(data, n):
+def held_out_games(data, n):
     """The first ``n`` counted 19x19 test games of a dataset, no handicap or setup."""
     from alphalite.data import dataset
 
@@ -106,7 +106,7 @@ def main():
     stats = {k: {"stones": 0, "agree": 0, "games_all_agree": 0, "winner_ok": 0, "seconds": 0.0} for k in judges}
     games = 0
     with GtpClient([find_gnugo(), "--mode", "gtp", "--chinese-rules"], timeout=120) as gg:
-        for rec in test_games(args.data, args.games) if args.data else counted_games(args.archive, args.games):
+        for rec in held_out_games(args.data, args.games) if args.data else counted_games(args.archive, args.games):
             s = board.new_game(19, rec.komi)
             try:
                 for colour, mv in rec.moves:
