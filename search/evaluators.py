@@ -97,24 +97,27 @@ def policy_value_fn(policy_model, value_model=None, *, jit: bool = True, split: 
     policy-value net (``nets.ResNetPolicyValue``) as ``policy_model`` gives
     both from its one call. ``split``: the planes are a preset pair
     (``features.pair``), the policy reads channels ``[:split]``, the value
-    net the rest. ``ownership``: a third output, the value net's ownership
-    head (``nets.ResNetValueAux``) as ``[B, H*W]``, mover's view (what
-    ``search.apv`` takes).
+    net the rest. ``ownership``: a third output, the ownership head of the
+    value net (``nets.ResNetValueAux``) or of the policy-value net (a
+    ``*_aux_pv`` model) as ``[B, H*W]``, mover's view (what ``search.apv``
+    takes).
     Models are ``alphalite.nn.nets`` models (``model.apply(variables, x, train=False)``)."""
     import jax
     import jax.numpy as jnp
 
     from alphalite.nn import features, nets
 
-    if ownership and not isinstance(value_model, nets.ResNetValueAux):
-        raise ValueError("ownership needs a value net with an ownership head (a *_aux_value net)")
+    nets.check_ownership(policy_model, value_model, ownership)
+    pv = isinstance(policy_model, nets.ResNetPolicyValue)  # both heads from one call
 
     def net_fn(params, planes, legal):
         planes, vplanes = features.split_planes(planes, split)
-        out = policy_model.apply(params["policy"], planes, train=False)
-        pv = isinstance(out, tuple)  # a policy-value net: both heads from one call
+        out = policy_model.apply(params["policy"], planes, train=False, **({"aux": True} if pv and ownership else {}))
         logits = jnp.where(legal, (out[0] if pv else out).astype(jnp.float32), -1e30)
         priors = jax.nn.softmax(logits, axis=-1)
+        if pv and ownership:
+            heads = out[1]
+            return priors, heads["value"], heads["ownership"].reshape(planes.shape[0], -1).astype(jnp.float32)
         if pv:
             values = out[1].astype(jnp.float32)
         elif value_model is None:

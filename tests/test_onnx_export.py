@@ -105,34 +105,44 @@ def test_residual_adds_run_in_ort_blocked_layout(tmp_path):
     assert ops.count(("com.microsoft.nchwc", "ReorderInput")) == 1  # the input, once
 
 
-def test_the_search_takes_the_ownership_head_on_either_runtime(tmp_path):
-    """With a *_aux_value net beside the policy the search's network
-    function gives a third output, the ownership head, the same on JAX and
-    ONNX Runtime; the apv player folds it into its ownership."""
+@pytest.mark.parametrize("kind", ["aux_value", "aux_pv"])
+def test_the_search_takes_the_ownership_head_on_either_runtime(tmp_path, kind):
+    """With a *_aux_value net beside the policy, or a *_aux_pv net alone, the
+    search's network function gives a third output, the ownership head, the
+    same on JAX and ONNX Runtime; the apv player folds it into its ownership."""
     from alphalite.engine import players
+    from search.evaluators import policy_value_fn
     from search.rollout import PatternPolicy
 
-    model = nets.make_model("b1c4_aux_value", 9, 17)
+    name = f"b1c4_{kind}"
+    model = nets.make_model(name, 9, 17)
     variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.key(7)))
-    aux = checkpoint.export_model(tmp_path / "aux", variables, {"model": "b1c4_aux_value", "board_size": 9,
-                                                                "preset": "default", "kind": "value"})
-    on_jax = players.load_net("policy9", str(aux), inference="jax")
-    on_ort = players.load_net("policy9", str(aux), inference="onnx")
+    net_kind = "value" if kind == "aux_value" else "policy_value"
+    aux = checkpoint.export_model(tmp_path / "aux", variables, {"model": name, "board_size": 9,
+                                                                "preset": "default", "kind": net_kind})
+    nets_of = ("policy9", str(aux)) if kind == "aux_value" else (str(aux),)
+    on_jax = players.load_net(*nets_of, inference="jax")
+    on_ort = players.load_net(*nets_of, inference="onnx")
     assert on_jax.has_ownership and on_ort.has_ownership
     assert not players.load_net("policy9", "value9", inference="jax").has_ownership
+    assert not players.load_net("az9", inference="jax").has_ownership
     x = (np.random.default_rng(3).random((5, 9, 9, 17)) < 0.3).astype(np.float32)
     legal = np.ones((5, 82), bool)
-    from search.evaluators import policy_value_fn
-
     pj, vj, oj = policy_value_fn(on_jax.model, on_jax.value_model, ownership=True)(on_jax.params, x, legal)
     po, vo, oo = onnx_export.policy_value_fn(on_ort.model, on_ort.variables, on_ort.value_model,
                                              on_ort.value_variables, threads=1, ownership=True)(None, x, legal)
-    assert oo.shape == (5, 81)
+    assert oo.shape == (5, 81) and np.abs(oo).max() > 1e-3
     np.testing.assert_allclose(oo, np.asarray(oj), atol=1e-4)
     np.testing.assert_allclose(vo, np.asarray(vj), atol=1e-4)
     np.testing.assert_allclose(po, np.asarray(pj), atol=1e-5)
+    p2, v2 = on_ort.net_fn(None, x, legal)  # without ownership: the two outputs, the same
+    np.testing.assert_allclose(v2, vo, atol=1e-6)
     with pytest.raises(ValueError, match="ownership head"):
-        policy_value_fn(on_jax.model, None, ownership=True)
+        policy_value_fn(players.load_net("az9", inference="jax").model, None, ownership=True)
+    with pytest.raises(ValueError, match="ownership head"):
+        onnx_export.policy_value_fn(on_ort.model, on_ort.variables, threads=1, ownership=True) \
+            if kind == "aux_value" else onnx_export.pv_fn(nets.make_model("b1c4_pv", 9, 17), variables, 1,
+                                                           ownership=True)
     tp, rp = PatternPolicy.load("tree19"), PatternPolicy.load("rollout19")
     for net in (on_jax, on_ort):
         p = players.ApvPlayer(net, tp, rp, visits=64)

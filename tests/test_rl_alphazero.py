@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from alphalite.arena import netmatch
+from alphalite.nn import nets
 from alphalite.zero import learner
 from alphalite.zero.run import ZeroConfig, train_alphazero
 from alphalite.zero.store import Store
@@ -63,11 +64,45 @@ def test_positions_replay_the_record(tmp_path):
     net_fn, params = alphazero.pv_net(model, variables, "onnx")
     [path] = alphazero.play_games(net_fn, params, 1, tmp_path, size=5, config=TINY_SP, seed=3)
     game = records.read_game(path)
-    planes, legal, targets, z = learner.replay_positions(game, "default")
+    planes, legal, targets, z, own, score = learner.replay_positions(game, "default")
     T = len(game.moves)
     assert planes.shape[0] == T and legal[np.arange(T), game.moves].all()
     np.testing.assert_allclose(targets.sum(axis=1), 1.0, atol=1e-3)
     assert set(np.unique(z)) <= {-1.0, 0.0, 1.0} and (z[::2] == game.winner).all() and (z[1::2] == -game.winner).all()
+    # the final owners and margin, exact, from each mover's side
+    assert game.ownership is not None and np.abs(game.ownership).sum() > 0
+    np.testing.assert_array_equal(own[0].ravel(), game.ownership)
+    np.testing.assert_array_equal(own[1].ravel(), -game.ownership)
+    np.testing.assert_array_equal(score[::2], game.score)
+    np.testing.assert_array_equal(score[1::2], -game.score)
+    resigned = dataclasses.replace(game, resigned=1)  # not the final position: no targets
+    _, _, _, z, own, score = learner.replay_positions(resigned, "default")
+    assert np.isnan(score).all() and not own.any() and (z[::2] == -1).all()
+
+
+def test_an_aux_net_learns_the_records_final_ownership(tmp_path):
+    """A ``bNcM_aux`` run trains the policy-value net's ownership and score
+    heads on the records' exact final positions beside the policy and value
+    (KataGo's terms); its exported net is a ``bNcM_aux_pv`` net the engine
+    loads and asks for the ownership head."""
+    from alphalite.engine import players
+
+    store = Store(tmp_path / "run").make()
+    model = learner.build_model(learner.model_info("b1c8", 5, "default"))
+    variables, _ = learner.initial_variables(model, 0, "", "")
+    net_fn, params = alphazero.pv_net(model, variables, "onnx")
+    alphazero.play_games(net_fn, params, 6, store.games, size=5, config=TINY_SP, seed=5)
+    lrn = learner.Learner(store.root, model="b1c8_aux", size=5, preset="default", init="", init_value="",
+                          learning_rate=1e-2, weight_decay=0.0, batch_size=64, value_weight=1.0, window_games=100)
+    first = lrn.train(5)
+    lrn.train(100)
+    last = lrn.train(20)
+    assert {"ownership_loss", "score_mae", "policy_loss", "value_loss"} <= set(first)
+    assert last["ownership_loss"] < 0.85 * first["ownership_loss"], (first, last)  # ~0.74 -> ~0.57
+    assert last["score_mae"] < first["score_mae"], (first, last)
+    net = players.load_net(lrn.save()["net"], inference="jax")
+    assert net.has_ownership and net.model.aux_heads
+    assert not nets.has_ownership(model)  # the plain b1c8_pv that played the games
 
 
 def test_a_net_against_itself_scores_about_half_and_a_random_net_loses():

@@ -325,7 +325,8 @@ class PolicyNet:
         self.value_model = None
         self.value_variables = None
         self.has_value = isinstance(self.model, nets.ResNetPolicyValue)  # its own head values positions
-        self.has_ownership = False  # a value net with KataGo's ownership head (the search's ownership)
+        # KataGo's ownership head on the net that values positions: the search's ownership
+        self.has_ownership = nets.has_ownership(self.model)
         if self.has_value and value_info is not None:
             raise ValueError("a policy-value net has its own value head: no value net beside it")
         if value_info is not None:
@@ -336,7 +337,7 @@ class PolicyNet:
             vpreset = value_info.get("preset", "default")
             self.preset = features.pair(ppreset, vpreset)
             self.value_model = nets.make_model(value_info["model"], self.size, features.num_planes(vpreset))
-            self.has_ownership = isinstance(self.value_model, nets.ResNetValueAux)
+            self.has_ownership = nets.has_ownership(self.value_model)
             self.value_variables = jax.tree_util.tree_map(jax.numpy.asarray, value_variables)
         from alphalite.nn import onnx_export
         from search.evaluators import policy_value_fn

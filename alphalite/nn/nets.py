@@ -31,6 +31,7 @@ name            network
                 returns ``(logits [B, A], value [B])``.
 ``bNcM_aux_value`` ResNet value net with KataGo's auxiliary heads: final
                 ownership of every point and final score (``ResNetValueAux``).
+``bNcM_aux_pv`` the policy-value net with those heads too.
 ==============  ==============================================================
 
 Weight tying (``clark_tied``). Let G be the 8 symmetries of the square
@@ -501,7 +502,12 @@ class ResNetValue(nn.Module):
 class ResNetPolicyValue(nn.Module):
     """One ResNet trunk with the policy head of ``ResNetPolicy`` and the value
     head of ``ResNetValue`` (AlphaZero's net; what self-play's search calls
-    once per leaf). Returns ``(logits [B, H*W+1], value [B])``."""
+    once per leaf). Returns ``(logits [B, H*W+1], value [B])``.
+
+    ``aux_heads`` (a ``bNcM_aux_pv`` model): also ``ResNetValueAux``'s
+    ownership and score heads, trained on self-play's exact final positions;
+    ``aux=True`` then returns ``(logits, dict)``, the dict as
+    ``ResNetValueAux``'s."""
 
     size: int
     num_planes: int
@@ -509,18 +515,40 @@ class ResNetPolicyValue(nn.Module):
     channels: int = 64
     stem_kernel: int = 3
     hidden: int = 256
+    aux_heads: bool = False
+    own_channels: int = 32
     conv: str = "auto"
     dtype: Dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x, train: bool = False):  # [B, H, W, C] -> ([B, H*W+1], [B])
+    def __call__(self, x, train: bool = False, aux: bool = False):  # [B, H, W, C] -> ([B, H*W+1], [B])
         _check_input(x, self.size, self.num_planes)
         h = ResTrunk(self.blocks, self.channels, self.stem_kernel, self.conv, self.dtype, name="trunk")(
             x, train
         )
         logits = _policy_logits(self, h, train)
-        v = nn.Dense(1, dtype=self.dtype, name="value_out")(_value_hidden(self, h, train))
-        return logits, jnp.tanh(v[:, 0].astype(jnp.float32))
+        hidden = _value_hidden(self, h, train)
+        z = nn.Dense(1, dtype=self.dtype, name="value_out")(hidden)[:, 0].astype(jnp.float32)
+        if not self.aux_heads:
+            if aux:
+                raise ValueError("aux=True needs a net with ownership and score heads (a *_aux_pv model)")
+            return logits, jnp.tanh(z)
+        heads = _aux_heads(self, h, hidden, z, train)
+        return (logits, heads) if aux else (logits, heads["value"])
+
+
+SCORE_SCALE = 20.0  # the score head's output scale: KataGo's scoremean_multiplier
+
+
+def _aux_heads(m: nn.Module, t, hidden, z, train: bool) -> dict:
+    """KataGo's ownership and score heads inside ``m`` (own_conv, own_bn,
+    own_out, score_out) on trunk output ``t`` and the value head's hidden
+    layer; with the winner logit ``z``, the dict of ``aux=True``."""
+    score = nn.Dense(1, dtype=m.dtype, name="score_out")(hidden)[:, 0].astype(jnp.float32) * SCORE_SCALE
+    o = Conv1x1(m.own_channels, m.dtype, name="own_conv")(t)
+    o = _batch_norm(train, m.dtype, name="own_bn")(o, relu=True)
+    o = Conv1x1(1, m.dtype, name="own_out")(o)[..., 0].astype(jnp.float32)
+    return {"value_logit": z, "value": jnp.tanh(z), "ownership_logit": o, "ownership": jnp.tanh(o), "score": score}
 
 
 class ResNetValueAux(nn.Module):
@@ -542,7 +570,6 @@ class ResNetValueAux(nn.Module):
     computes no gradient through the trunk. The weights, and every output
     at inference, are the same as without it."""
 
-    SCORE_SCALE = 20.0
     AUX_HEADS = ("own_conv", "own_bn", "own_out", "score_out")
 
     size: int
@@ -567,14 +594,21 @@ class ResNetValueAux(nn.Module):
         if fixed:
             t, h = jax.lax.stop_gradient(t), jax.lax.stop_gradient(h)
         z = nn.Dense(1, dtype=self.dtype, name="value_out")(h)[:, 0].astype(jnp.float32)
-        score = nn.Dense(1, dtype=self.dtype, name="score_out")(h)[:, 0].astype(jnp.float32) * self.SCORE_SCALE
-        o = Conv1x1(self.own_channels, self.dtype, name="own_conv")(t)
-        o = _batch_norm(train, self.dtype, name="own_bn")(o, relu=True)
-        o = Conv1x1(1, self.dtype, name="own_out")(o)[..., 0].astype(jnp.float32)
-        v = jnp.tanh(z)
-        if not aux:
-            return v
-        return {"value_logit": z, "value": v, "ownership_logit": o, "ownership": jnp.tanh(o), "score": score}
+        heads = _aux_heads(self, t, h, z, train)
+        return heads if aux else heads["value"]
+
+
+def has_ownership(model) -> bool:
+    """Whether a net has KataGo's ownership head (``*_aux_value``, ``*_aux_pv``)."""
+    return isinstance(model, ResNetValueAux) or (isinstance(model, ResNetPolicyValue) and model.aux_heads)
+
+
+def check_ownership(policy_model, value_model, ownership: bool) -> None:
+    """ValueError when a network function is asked for the ownership head
+    and the net that values positions (the value net, else the policy-value
+    net) has none."""
+    if ownership and not has_ownership(value_model if value_model is not None else policy_model):
+        raise ValueError("ownership needs a net with an ownership head (a *_aux_value or *_aux_pv net)")
 
 
 # --------------------------------------------------------------------------
@@ -592,7 +626,7 @@ def parse_preset(name: str) -> tuple[int, int]:
         raise ValueError(
             f"unknown model {name!r}; use 'thesis', 'clark', 'clark_tied', "
             f"a ResNet preset like {', '.join(PRESETS)} (or any b<blocks>c<channels>), "
-            "optionally with the suffix '_value' or '_pv'"
+            "optionally with the suffix '_value', '_aux_value', '_pv' or '_aux_pv'"
         )
     return int(m.group(1)), int(m.group(2))
 
@@ -601,7 +635,8 @@ def make_model(name: str, size: int, num_planes: int, **opts) -> nn.Module:
     """Build a model by name: ``"thesis"``, ``"clark"``, ``"clark_tied"``,
     ``"b6c64"`` (ResNet policy; any ``b<N>c<M>``), ``"b6c64_value"`` (ResNet
     value net), ``"b6c64_aux_value"`` (value net with ownership and score
-    heads) or ``"b6c64_pv"`` (both heads on one trunk). ``opts`` go to
+    heads), ``"b6c64_pv"`` (both heads on one trunk) or ``"b6c64_aux_pv"``
+    (with the ownership and score heads too). ``opts`` go to
     the module (e.g. ``dtype=jnp.bfloat16``, ``batch_norm=True``,
     ``activation="leaky_relu"``, ``filters=50``, ``stem_kernel=5``); unknown
     options raise TypeError."""
@@ -615,6 +650,10 @@ def make_model(name: str, size: int, num_planes: int, **opts) -> nn.Module:
         if name == "clark_tied":
             opts = {**opts, "tied": True}
         return ClarkStorkeyCNN(size=size, num_planes=num_planes, **opts)
+    if name.endswith("_aux_pv"):
+        blocks, channels = parse_preset(name[: -len("_aux_pv")])
+        return ResNetPolicyValue(size=size, num_planes=num_planes, blocks=blocks, channels=channels, aux_heads=True,
+                                 **opts)
     if name.endswith("_pv"):
         blocks, channels = parse_preset(name[: -len("_pv")])
         return ResNetPolicyValue(size=size, num_planes=num_planes, blocks=blocks, channels=channels, **opts)

@@ -120,6 +120,8 @@ def to_onnx(model, variables: dict):
         outs = [value_head("out"), ownership_head("ownership")]
     elif isinstance(model, nets.ResNetValue):
         outs = [value_head("out")]
+    elif model.aux_heads:
+        outs = [policy_head("logits"), value_head("value"), ownership_head("ownership")]
     else:
         outs = [policy_head("logits"), value_head("value")]
     graph = helper.make_graph(nodes, type(model).__name__,
@@ -219,14 +221,14 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
     run instead of the exported ones (the policy's, then the value net's;
     ``alphalite.nn.int8``). ``split``: the planes are a preset pair, the
     policy reads channels ``[:split]``, the value net the rest. ``ownership``:
-    a third output, the value net's ownership head ``[B, H*W]`` (mover's view)."""
-    if ownership and not isinstance(value_model, nets.ResNetValueAux):
-        raise ValueError("ownership needs a value net with an ownership head (a *_aux_value net)")
+    a third output, the ownership head ``[B, H*W]`` (mover's view) of the
+    value net or the policy-value net."""
+    nets.check_ownership(policy_model, value_model, ownership)
     protos = list(protos or []) + [None, None]
     if isinstance(policy_model, nets.ResNetPolicyValue):
         if value_model is not None:
             raise ValueError("a policy-value net has its own value head: no value net beside it")
-        return pv_fn(policy_model, policy_variables, threads, proto=protos[0])
+        return pv_fn(policy_model, policy_variables, threads, proto=protos[0], ownership=ownership)
     policy = session(policy_model, policy_variables, threads, proto=protos[0])
     value = None if value_model is None else session(value_model, value_variables, threads, proto=protos[1])
     from alphalite.nn import features
@@ -244,12 +246,15 @@ def policy_value_fn(policy_model, policy_variables: dict, value_model=None, valu
     return net_fn
 
 
-def pv_fn(model, variables: dict, threads: int = 0, tune_batch: int = 0, proto: bytes | None = None):
+def pv_fn(model, variables: dict, threads: int = 0, tune_batch: int = 0, proto: bytes | None = None,
+          ownership: bool = False):
     """A policy-value net (``nets.ResNetPolicyValue``) on ONNX Runtime with
     the contract of ``policy_value_fn``: ``net_fn(params, planes, legal) ->
-    (priors [B, A], values [B])``, one session run for both heads.
+    (priors [B, A], values [B])``, one session run for both heads (and with
+    ``ownership``, a ``*_aux_pv`` net's ownership ``[B, H*W]`` third).
     ``tune_batch`` > 0: run as ``fastest_runner`` finds fastest at that
     batch (``net_fn.setting`` names how)."""
+    nets.check_ownership(model, None, ownership)
     if tune_batch > 0:
         run, setting = fastest_runner(model, variables, tune_batch, proto=proto)
     else:
@@ -257,10 +262,11 @@ def pv_fn(model, variables: dict, threads: int = 0, tune_batch: int = 0, proto: 
         run, setting = (lambda x: sess.run(None, {"planes": x})), f"{threads or 'default'} threads"
 
     def net_fn(params, planes, legal):
-        logits, values = run(np.ascontiguousarray(planes, np.float32))
-        logits = np.where(legal, logits, -np.inf)
+        out = run(np.ascontiguousarray(planes, np.float32))
+        logits = np.where(legal, out[0], -np.inf)
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32), values
+        priors = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+        return (priors, out[1], out[2]) if ownership else (priors, out[1])
 
     net_fn.setting = setting
     return net_fn

@@ -101,18 +101,30 @@ def aux_loss(out: dict, batch: dict):
     import optax
 
     tp = batch["to_play"].astype(jnp.float32)
-    known = jnp.isfinite(batch["score"])
-    kf = known.astype(jnp.float32)
     l_value = optax.sigmoid_binary_cross_entropy(2.0 * out["value_logit"], (1.0 + batch["outcomes"]) / 2.0)
     own_t = batch["ownership"].astype(jnp.float32) * tp[:, None, None]
-    l_own = optax.sigmoid_binary_cross_entropy(2.0 * out["ownership_logit"], (1.0 + own_t) / 2.0).mean((1, 2))
-    score_t = jnp.where(known, batch["score"], 0.0) * tp
+    l_aux, parts = ownership_score_loss(out, own_t, batch["score"] * tp)
+    return (W_VALUE * l_value + l_aux).mean(), {"value_loss": l_value.mean(), **parts}
+
+
+def ownership_score_loss(out: dict, ownership, score):
+    """KataGo's ownership and score terms per position (weights included),
+    0 where the score is NaN (targets unknown), and their parts: ``out``
+    with ``ownership_logit`` [B, H, W] and ``score`` [B]; targets from the
+    mover's view, ``ownership`` [B, H, W] in {-1, 0, 1}, ``score`` [B] in
+    points. Returns (loss [B], parts dict)."""
+    import jax.numpy as jnp
+    import optax
+
+    known = jnp.isfinite(score)
+    kf = known.astype(jnp.float32)
+    l_own = optax.sigmoid_binary_cross_entropy(2.0 * out["ownership_logit"], (1.0 + ownership) / 2.0).mean((1, 2))
+    score_t = jnp.where(known, score, 0.0)
     l_score = optax.huber_loss(out["score"], score_t, delta=SCORE_DELTA)  # 0.5 d^2, then linear: KataGo's
-    loss = W_VALUE * l_value + kf * (W_OWNERSHIP * l_own + W_SCORE * l_score)
     n_known = jnp.maximum(kf.sum(), 1.0)
-    parts = {"value_loss": l_value.mean(), "ownership_loss": (kf * l_own).sum() / n_known,
+    parts = {"ownership_loss": (kf * l_own).sum() / n_known,
              "score_mae": (kf * jnp.abs(out["score"] - score_t)).sum() / n_known, "known": kf.mean()}
-    return loss.mean(), parts
+    return kf * (W_OWNERSHIP * l_own + W_SCORE * l_score), parts
 
 
 def make_aux_train_step():

@@ -5,8 +5,11 @@ Loss per position (AlphaZero's): cross-entropy from the search's improved
 policy (the record's ``policy_*`` target, Gumbel completed-Q or visit
 counts) to the net's policy over the legal moves, plus ``value_weight``
 times the squared error of the net's value against the game's outcome from
-the mover's view, plus weight decay (``optax.adamw``). The records' final
-ownership is not trained: ``nets.ResNetPolicyValue`` has no ownership head.
+the mover's view, plus weight decay (``optax.adamw``). A ``bNcM_aux`` model
+(``bNcM_aux_pv``: the net with KataGo's ownership and score heads) also
+learns each record's final ownership and score, exact (the games are played
+out and scored by Tromp-Taylor area), with KataGo's weights
+(``train.value.ownership_score_loss``); a resigned game's are not known.
 
 Positions are replayed from the records on the host (board kernels, the
 net's input planes, the legal mask), cached per record, and sampled
@@ -32,6 +35,7 @@ from selfplay.records import read_game
 
 
 def model_info(model: str, size: int, preset: str) -> dict:
+    """``model`` ``bNcM`` -> a ``bNcM_pv`` net, ``bNcM_aux`` -> ``bNcM_aux_pv``."""
     return {"model": f"{model}_pv", "board_size": int(size), "preset": preset, "kind": "policy_value"}
 
 
@@ -50,7 +54,10 @@ def load_net(net_dir):
 def replay_positions(game, preset: str):
     """A record's positions: planes uint8 [T, H, W, C], legal bool [T, A],
     targets float32 [T, A] (the improved policy), z float32 [T] (the
-    outcome from the mover's view)."""
+    outcome from the mover's view), ownership int8 [T, H, W] (the final
+    owner of each point, mover's view) and score float32 [T] (the final
+    Tromp-Taylor margin, mover's view; NaN and ownership 0 where the record
+    has none or the game was resigned)."""
     n, T = game.size, len(game.moves)
     A = n * n + 1
     B = board.init_board(n, True, False, board.zobrist_table(), T + 16)
@@ -68,8 +75,14 @@ def replay_positions(game, preset: str):
         board.play_flat(B, int(game.moves[t]), int(game.colours[t]))
     targets /= np.maximum(targets.sum(axis=1, keepdims=True), 1e-8)
     legal |= targets > 0  # a target move is always a move the net may choose
-    z = (game.colours.astype(np.float32) * game.winner).astype(np.float32)
-    return planes, legal, targets, z
+    mover = game.colours.astype(np.float32)
+    z = (mover * game.winner).astype(np.float32)
+    if game.ownership is None or game.resigned:
+        own, score = np.zeros((T, n, n), np.int8), np.full(T, np.nan, np.float32)
+    else:
+        own = (game.colours[:, None, None] * game.ownership.reshape(1, n, n)).astype(np.int8)
+        score = (mover * game.score).astype(np.float32)
+    return planes, legal, targets, z, own, score
 
 
 def copy_matching(dst: dict, src: dict, prefix: str = "", only=None) -> list[str]:
@@ -120,6 +133,7 @@ class Learner:
         self.store = Store(workdir).make()
         self.info = model_info(model, size, preset)
         self.model = build_model(self.info)
+        self.aux = self.model.aux_heads
         self.batch_size, self.value_weight, self.window = batch_size, value_weight, window_games
         self.gen = np.random.default_rng(seed)
         self.cache: dict[str, tuple] = {}
@@ -132,23 +146,29 @@ class Learner:
             self.state = got[0]
         self.step_fn = jax.jit(self._step)
 
-    def _step(self, state, planes, legal, targets, z):
+    def _step(self, state, planes, legal, targets, z, own, score):
         import jax
         import jax.numpy as jnp
 
         from alphalite.nn import nets
-        from alphalite.train import loop
+        from alphalite.train import loop, value
 
         def loss_fn(params):
-            (logits, v), updates = state.apply_fn({"params": params, "batch_stats": state.batch_stats},
-                                                  planes.astype(jnp.float32), train=True, mutable=["batch_stats"])
+            (logits, out), updates = state.apply_fn({"params": params, "batch_stats": state.batch_stats},
+                                                    planes.astype(jnp.float32), train=True, aux=self.aux,
+                                                    mutable=["batch_stats"])
+            v = out["value"] if self.aux else out
             pol = jnp.mean(nets.masked_cross_entropy(logits, legal, targets))
             val = jnp.mean((v - z) ** 2)
-            return pol + self.value_weight * val, (updates, pol, val)
+            loss, parts = pol + self.value_weight * val, {}
+            if self.aux:
+                l_aux, parts = value.ownership_score_loss(out, own.astype(jnp.float32), score)
+                loss = loss + jnp.mean(l_aux)
+            return loss, (updates, {"policy_loss": pol, "value_loss": val, **parts})
 
-        (loss, (updates, pol, val)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        (loss, (updates, parts)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         state, m = loop.apply_update(state, grads, updates, loss)
-        return state, {**m, "policy_loss": pol, "value_loss": val}
+        return state, {**m, **parts}
 
     @property
     def step(self) -> int:
@@ -174,7 +194,7 @@ class Learner:
         data = self._window()
         if data is None or len(data[0]) == 0:
             return {"step": self.step, "positions": 0}
-        planes, legal, targets, z = data
+        planes, legal, targets, z, own, score = data
         n, size = len(z), self.info["board_size"]
         table = features.sym_move_table(size)
         sums: dict[str, float] = {}
@@ -185,12 +205,14 @@ class Learner:
             lg, tg = np.zeros_like(legal[idx]), np.zeros_like(targets[idx])
             lg[:, perm] = legal[idx]
             tg[:, perm] = targets[idx]
-            state, m = self.step_fn(self.state, features.transform_planes(planes[idx], k), lg, tg, z[idx])
+            state, m = self.step_fn(self.state, features.transform_planes(planes[idx], k), lg, tg, z[idx],
+                                    features.transform_planes(own[idx, :, :, None], k)[..., 0], score[idx])
             if not bool(m["finite"]):
                 raise TrainingDiverged(f"non-finite loss or parameters at step {self.step}")
             self.state = state
-            for key in ("loss", "policy_loss", "value_loss", "grad_norm"):
-                sums[key] = sums.get(key, 0.0) + float(m[key])
+            for key in ("loss", "policy_loss", "value_loss", "grad_norm", "ownership_loss", "score_mae"):
+                if key in m:
+                    sums[key] = sums.get(key, 0.0) + float(m[key])
         return {"step": self.step, "positions": int(n), "games": len(self.cache),
                 **{k: v / max(steps, 1) for k, v in sums.items()}}
 

@@ -55,7 +55,9 @@ from selfplay.config import SelfPlayConfig
 @dataclasses.dataclass(frozen=True)
 class ZeroConfig:
     size: int = field(9, "board size")
-    model: str = field("b4c32", "policy-value net bNcM (blocks, channels); b4c32 takes the shipped 9x9 nets' arrays")
+    model: str = field("b4c32", "policy-value net bNcM (blocks, channels), or bNcM_aux: with KataGo's ownership "
+                                "and score heads, trained on the games' exact final positions; b4c32 takes the "
+                                "shipped 9x9 nets' arrays")
     init: str = field("policy9", "start from this policy net's arrays where names and shapes match "
                                  "(trunk + policy head); empty: a fresh net")
     init_value: str = field("value9", "and from this value net's value head where shapes match; empty: none")
