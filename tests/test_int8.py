@@ -134,6 +134,33 @@ def test_a_policy_and_a_value_net_of_other_planes_each_read_their_own(cache, tmp
         players.load_net("policy9", "value9", "int8")
 
 
+def test_the_check_covers_every_output_ownership_included():
+    """The int8 check is the least agreement over a net's outputs: the top
+    move of the policy, and within 0.1 for the value and for each point of
+    an ownership head (a net whose ownership int8 spoils fails)."""
+    from types import SimpleNamespace
+
+    def fake(outputs):
+        return SimpleNamespace(get_outputs=lambda: [SimpleNamespace(name=n) for n in outputs],
+                               run=lambda _, feed: list(outputs.values()))
+
+    logits = np.eye(4, 5, dtype=np.float32)
+    value = np.zeros(4, np.float32)
+    own = np.zeros((4, 81), np.float32)
+    ref = fake({"logits": logits, "value": value, "ownership": own})
+    x = np.zeros((4, 9, 9, 17), np.float32)
+    assert int8.agreement(ref, ref, x) == 1.0
+    moved = own.copy()
+    moved[:, :27] = 0.5  # a third of the points off by 0.5
+    assert int8.agreement(ref, fake({"logits": logits, "value": value, "ownership": moved}), x) == pytest.approx(2 / 3)
+    value2 = value.copy()
+    value2[0] = 0.2
+    assert int8.agreement(ref, fake({"logits": logits, "value": value2, "ownership": own}), x) == 0.75
+    top = logits.copy()
+    top[:2] = np.roll(top[:2], 1, axis=1)  # two of four top moves differ
+    assert int8.agreement(ref, fake({"logits": top, "value": value, "ownership": own}), x) == 0.5
+
+
 def test_an_unwritable_cache_costs_the_cache_only(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

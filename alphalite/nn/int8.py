@@ -14,8 +14,10 @@ needs each activation's range, measured on inputs like the real ones
 positions of real games 97%. A user has no dataset at hand, so the net
 plays ``CALIB_GAMES`` games against itself, sampling its own fp32 policy,
 and every ``CALIB_EVERY``-th position is kept. Half the kept positions
-calibrate; on the other half the int8 net must name the fp32 net's top
-move at least ``MIN_AGREE`` of the time (else ``QuantizationError``).
+calibrate; on the other half the int8 net must agree with the fp32 net
+at least ``MIN_AGREE`` of the time on every output (else
+``QuantizationError``): the top move, the value and each point's ownership
+within 0.1 (``agreement``).
 
 Weights use all 8 bits on every host. ORT suggests 7 (``reduce_range``) on
 hosts without VNNI, whose u8 x s8 instruction can saturate; measured on such
@@ -161,13 +163,17 @@ def quantize(proto: bytes, planes: np.ndarray, reduce_range: bool = False) -> by
 
 
 def agreement(fp32, int8, planes: np.ndarray) -> float:
-    """How often two sessions' first outputs agree: the top move for
-    policy logits [B, A]; within 0.1 for values [B]."""
-    a = fp32.run(None, {"planes": planes})[0]
-    b = int8.run(None, {"planes": planes})[0]
-    if a.ndim == 2:
-        return float((a.argmax(axis=1) == b.argmax(axis=1)).mean())
-    return float((np.abs(a - b) <= 0.1).mean())
+    """How often two sessions agree, the least over their outputs: the top
+    move for policy logits [B, A]; within 0.1 for values [B] and for each
+    point of an ownership head [B, H*W]."""
+    names = [o.name for o in fp32.get_outputs()]
+    out = []
+    for name, a, b in zip(names, fp32.run(None, {"planes": planes}), int8.run(None, {"planes": planes})):
+        if a.ndim == 2 and name != "ownership":
+            out.append(float((a.argmax(axis=1) == b.argmax(axis=1)).mean()))
+        else:
+            out.append(float((np.abs(a - b) <= 0.1).mean()))
+    return min(out)
 
 
 def quantized(protos: list[bytes], planes_fn, split: int | None = None) -> tuple[list[bytes], str]:
