@@ -8,8 +8,10 @@ The games are played by ``--player`` (default ``az9``) with AlphaZero's
 self-play search (``selfplay.alphazero``, the run's settings: Gumbel root,
 32 simulations, komi 7, own area searched); the nets under test never saw
 them. Estimates: each ``--net`` (a ``*_aux_pv`` or ``*_aux_value`` net: its
-ownership and score heads, one call) and ``--playouts`` pattern rollouts
-(``decisions.playout_territory`` with ``rollout19``, the engine's judge).
+ownership and score heads, one call), ``--playouts`` pattern rollouts
+(``decisions.playout_territory`` with ``rollout19``, the engine's judge),
+and each net's heads and the rollouts half and half (the apv search's
+mixing at its lambda 0.5).
 
 Prints one JSON line.
 
@@ -107,7 +109,10 @@ def main(argv=None) -> int:
         judges[path] = (own, score)
     rollout = PatternPolicy.load("rollout19")
     terr = [playout_territory(s, args.playouts, args.seed, rollout) for s in states]
-    judges[f"rollouts{args.playouts}"] = (np.stack([t.ownership for t in terr]), np.array([t.margin for t in terr]))
+    rolled = (np.stack([t.ownership for t in terr]), np.array([t.margin for t in terr]))
+    for path in args.net:  # what the apv search reports: lambda 0.5 of each
+        judges[f"{path} + rollouts"] = tuple(0.5 * a + 0.5 * b for a, b in zip(judges[path], rolled))
+    judges[f"rollouts{args.playouts}"] = rolled
     out = {"benchmark": "ownership", "player": args.player, "games": len(games), "positions": len(states),
            "mean_game_length": float(np.mean([len(g.moves) for g in games])), "size": size}
     for name, (own, score) in judges.items():
