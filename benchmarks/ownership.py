@@ -36,31 +36,22 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
 
 
 def head_fn(path: str):
-    """``(predict(states) -> (ownership [B, size*size], score [B]) from
-    black's side, preset)`` of a net with ownership and score heads."""
-    import jax
-
+    """``predict(states) -> (ownership [B, size*size], score [B])`` from
+    black's side, by the heads of a net that has them."""
     from alphalite.nn import checkpoint as ckpt
-    from alphalite.nn import nets
+    from alphalite.nn import features, nets
+    from alphalite.train.value import make_predict_aux
 
     info, model, variables = ckpt.load_model(path, ("value", "policy_value"))
     if not nets.has_ownership(model):
         raise SystemExit(f"{path} ({info['model']}) has no ownership head")
-    pv = isinstance(model, nets.ResNetPolicyValue)
-
-    @jax.jit
-    def run(x):
-        out = model.apply(variables, x, train=False, aux=True)
-        heads = out[1] if pv else out
-        return heads["ownership"].reshape(x.shape[0], -1), heads["score"]
+    run = make_predict_aux(model)
 
     def predict(states):
-        from alphalite.nn import features
-
         x = np.stack([features.encode(s, info.get("preset", "default")) for s in states])
-        own, score = (np.asarray(a, np.float64) for a in run(x))
+        _, own, score = (np.asarray(a, np.float64) for a in run(variables, x))
         mover = np.array([s.to_play for s in states], np.float64)
-        return own * mover[:, None], score * mover
+        return own.reshape(len(states), -1) * mover[:, None], score * mover
 
     return predict
 

@@ -156,13 +156,19 @@ def make_predict(model):
 
 def make_predict_aux(model):
     """jitted ``(variables, planes [B,H,W,C]) -> (v [B], ownership [B,H,W],
-    score [B])`` of a ``*_aux_value`` net, all for the player to move:
-    v and ownership in [-1, 1] (+1: the mover wins / owns the point), score
-    in points (the mover's area minus the opponent's, komi included)."""
+    score [B])`` of a ``*_aux_value`` net (or a ``*_aux_pv`` net's heads),
+    all for the player to move: v and ownership in [-1, 1] (+1: the mover
+    wins / owns the point), score in points (the mover's area minus the
+    opponent's, komi included)."""
     import jax
+
+    from alphalite.nn import nets
+
+    pv = isinstance(model, nets.ResNetPolicyValue)
 
     def predict(variables, planes):
         out = model.apply(variables, planes, train=False, aux=True)
+        out = out[1] if pv else out
         return out["value"], out["ownership"], out["score"]
 
     return jax.jit(predict)
