@@ -46,7 +46,7 @@ def _sl(args):
     from alphalite.runtime import config as config_lib
     from alphalite.train import supervised as train
 
-    base = json.loads(open(args.config).read()) if args.config else {}
+    base = train.config_values(json.loads(open(args.config).read())) if args.config else {}
     cfg = config_lib.from_args(train.SLConfig, args, base)
     res = train.train_and_evaluate(cfg, args.workdir, progress=not args.quiet)
     print(json.dumps(res, sort_keys=True))

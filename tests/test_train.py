@@ -251,7 +251,7 @@ def test_ctrl_c_or_sigterm_saves_and_exits(sample_data, tmp_path, sig):
 
 
 @pytest.mark.slow
-def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path):
+def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path, capsys):
     cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=8,
                          eval_every=4, eval_positions=64, checkpoint_every=4, log_every=2,
                          optimizer="adam", learning_rate=1e-3)
@@ -268,8 +268,15 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path):
     with pytest.raises(ValueError, match="different config"):
         train.train_and_evaluate(train.SLConfig(**{**config.to_dict(cfg), "model": "b2c8"}), run,
                                  progress=False)
-    # Export and evaluate on raw SGF (the sample archive) through the CLI.
     from alphalite import cli
+
+    # The run's own config.json (the net's kind beside the config) continues it from the command line.
+    capsys.readouterr()
+    assert cli.main(["sl", "--config", str(run / "config.json"), "--workdir", str(run), "--total-steps", "10",
+                     "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"resumed {run} at step 8" in out and json.loads(out.splitlines()[-1])["step"] == 10, out
+    # Export and evaluate on raw SGF (the sample archive) through the CLI.
 
     model_dir = tmp_path / "model"
     assert cli.main(["export", str(run), "--out", str(model_dir)]) == 0
