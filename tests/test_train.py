@@ -277,7 +277,6 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path, cap
     out = capsys.readouterr().out
     assert f"resumed {run} at step 8" in out and json.loads(out.splitlines()[-1])["step"] == 10, out
     # Export and evaluate on raw SGF (the sample archive) through the CLI.
-
     model_dir = tmp_path / "model"
     assert cli.main(["export", str(run), "--out", str(model_dir)]) == 0
     ev = train.evaluate_checkpoint(str(model_dir), [str(SAMPLE)], max_games=5,
