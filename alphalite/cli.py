@@ -46,7 +46,7 @@ def _sl(args):
     from alphalite.runtime import config as config_lib
     from alphalite.train import supervised as train
 
-    base = train.config_values(json.loads(open(args.config).read())) if args.config else {}
+    base = config_lib.file_values(train.SLConfig, json.loads(open(args.config).read())) if args.config else {}
     cfg = config_lib.from_args(train.SLConfig, args, base)
     res = train.train_and_evaluate(cfg, args.workdir, progress=not args.quiet)
     print(json.dumps(res, sort_keys=True))
@@ -78,7 +78,7 @@ def _rl(args):
         return 130 if res.get("stopped") == "interrupted" else 0
     from selfplay import rl
 
-    cfg = config_lib.from_args(rl.RLConfig, args, base)
+    cfg = config_lib.from_args(rl.RLConfig, args, config_lib.file_values(rl.RLConfig, base))
     res = rl.train_rl(cfg, args.workdir, progress=not args.quiet)
     if args.export:
         res["exported"] = str(rl.export_best(args.workdir, args.export))

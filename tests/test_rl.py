@@ -22,6 +22,7 @@ from alphalite.go import board
 from alphalite.nn import checkpoint, features, nets
 from selfplay import rl
 from selfplay.games import Positions
+from alphalite.runtime import config as config_lib
 from alphalite.runtime import files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +81,9 @@ def test_one_iteration_writes_metrics_checkpoint_pool(tmp_path):
     res = rl.train_rl(cfg, tmp_path / "run", progress=False)
     run = tmp_path / "run"
     assert res["iteration"] == 1 and res["stopped"] == "finished"
+    # the run's config.json (its config and the net's description) reads back as `rl --config` takes it
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["model"] and config_lib.from_dict(rl.RLConfig, config_lib.file_values(rl.RLConfig, saved)) == cfg
     recs = files.read_jsonl(run / "metrics.jsonl")
     assert [(r["kind"], r["step"]) for r in recs] == [("eval", 0), ("train", 1), ("eval", 1)]
     assert 0.0 <= recs[0]["winrate_vs_sl"] <= 1.0 and recs[1]["positions"] > 0

@@ -148,6 +148,10 @@ def test_config_rejects_unknown_and_bad_values():
         config.from_dict(train.SLConfig, {"batch_size": "big"})
     cfg = config.from_dict(train.SLConfig, {"learning_rate": 1})
     assert cfg.learning_rate == 1.0
+    # a run's config.json carries the net's kind beside the config; a misspelt key is still refused
+    assert config.file_values(train.SLConfig, {"learning_rate": 1, "kind": "policy"}) == {"learning_rate": 1}
+    with pytest.raises(ValueError, match="unknown config keys for SLConfig: learning_rte"):
+        config.from_dict(train.SLConfig, config.file_values(train.SLConfig, {"learning_rte": 0.1, "kind": "policy"}))
 
 
 @pytest.fixture(scope="module")

@@ -83,6 +83,19 @@ def to_dict(cfg) -> dict:
     return dataclasses.asdict(cfg)
 
 
+# What a run's config.json holds beside its config: the net it trains (the
+# net loaders read it there).
+NET_INFO = ("model", "board_size", "preset", "kind")
+
+
+def file_values(cls, d: dict) -> dict:
+    """The ``cls`` values of a ``--config`` file: a run's own config.json
+    (its config plus ``NET_INFO``) reads back as that run's config; any
+    other unknown key is left for ``from_dict`` to refuse."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in d.items() if k in names or k not in NET_INFO}
+
+
 def changed_fields(cfg, saved: dict, *, keep=(), legacy: dict | None = None) -> list[str]:
     """Fields of ``cfg`` that differ from a run's saved config (a resumed run
     must match it), as ``name (saved -> now)``, except those in ``keep``.

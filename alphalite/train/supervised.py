@@ -190,16 +190,6 @@ def evaluate(predict, variables, batches, num_actions: int, max_positions: int =
     return stats.result()
 
 
-def config_values(d: dict) -> dict:
-    """The SLConfig values of a ``--config`` file. A run's own config.json
-    holds them plus the net's ``kind`` (its task, read by the net loaders), so
-    ``--config RUN/config.json`` repeats or resumes that run."""
-    d = dict(d)
-    if "kind" in d and d["kind"] == d.get("task", SLConfig.task):
-        del d["kind"]
-    return d
-
-
 def _check_resume(cfg: SLConfig, workdir: Path) -> None:
     saved = json.loads((workdir / "config.json").read_text())
     diff = config_lib.changed_fields(cfg, saved.get("sl", saved), keep=RESUMABLE_OVERRIDES,
