@@ -70,9 +70,10 @@ def test_gradients_match_xla(size, m, c, k):
 
 def test_large_batches_take_the_fused_weight_gradient():
     """From FUSED_WEIGHT_GRAD_TILES tiles the backward pass takes the weight
-    gradient with dy's transform fused in (and below it XLA's transform and
-    the product), with the same gradients either way."""
-    for b in (2, 41):  # 50 and 1,025 tiles of 19x19
+    gradient with the transforms of x and dy fused in (and below it the
+    forward's V, XLA's transform of dy and the product), with the same
+    gradients either way."""
+    for b in (2, 21):  # 50 and 525 tiles of 19x19
         x, kern = _inputs(b, 19, 19, 32, 32, seed=b)
         f = jax.jit(jax.grad(lambda x, k: jnp.sum(jnp.sin(winograd.conv3x3(x, k))), argnums=(0, 1)))
         gx, gk = f(x, kern)
@@ -176,25 +177,26 @@ def test_native_forward_built_for_avx2_matches_xla(b, h, w, c, k, m):
 
 
 def _weight_grad_pair(b, h, w, c, k, m, march="native"):
-    """du by the native weight gradient (dy's transform fused in) for
-    ``march``, the float64 einsum of XLA's transforms, and the HLO."""
+    """du by the native weight gradient (the transforms of x and dy fused
+    in) for ``march``, the float64 einsum of XLA's transforms, and the HLO."""
     rng = np.random.default_rng(b * h + c)
     x = jnp.asarray(rng.standard_normal((b, h, w, c)), jnp.float32)
     dy = jnp.asarray(rng.standard_normal((b, h, w, k)), jnp.float32)
     v = winograd.input_transform(x, m)
     dm = winograd.output_transform_t(dy, m)
     want = np.einsum("anc,ank->ack", np.asarray(v, np.float64), np.asarray(dm, np.float64))
-    f = jax.jit(lambda v, dy: native.winograd_weight_grad(v, dy, winograd._MATS[m][0], march=march,
-                                                          fallback=lambda v, dy: jnp.zeros((v.shape[0], c, k))))
-    return np.asarray(f(v, dy)), want, f.lower(v, dy).as_text()
+    at, _, bt = winograd._MATS[m]
+    f = jax.jit(lambda x, dy: native.winograd_weight_grad(x, dy, bt, at, march=march,
+                                                          fallback=lambda x, dy: jnp.zeros(((m + 2) ** 2, c, k))))
+    return np.asarray(f(x, dy)), want, f.lower(x, dy).as_text()
 
 
 @pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES)
 def test_native_weight_gradient_from_dy_matches_xla(b, h, w, c, k, m):
-    """The weight gradient with dy's transform fused in, summed over eight
-    fixed runs of tiles in blocks of at most 64 (33 x 25 tiles: runs of 103
-    or 104, two blocks each) and then over the runs, agrees with XLA's
-    transform and the product, to the same bits every time whichever
+    """The weight gradient with the transforms of x and dy fused in, summed
+    over fixed runs of tiles in blocks of at most 64 (33 x 25 tiles: six runs
+    of 137 or 138, three blocks each) and then over the runs, agrees with
+    XLA's transforms and the product, to the same bits every time whichever
     thread took which run."""
     if not native.available():
         pytest.skip("no native kernels here (ALPHALITE_NATIVE=0 or no C++ compiler)")

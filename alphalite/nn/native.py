@@ -8,8 +8,10 @@ intra-op thread pool and reaches about 130 on two cores (it was 40% of a
 b6c64 19x19 training step). ``winograd_forward(x, u, m)`` is the whole
 forward convolution from the transformed filter, fused per block of tiles
 so that the transformed input and the products stay in the cache (XLA's
-transforms, each a pass over memory, took as long as its products). They
-are XLA FFI custom calls,
+transforms, each a pass over memory, took as long as its products).
+``winograd_weight_grad(x, dy)`` is the weight gradient of a large batch,
+the transforms of ``x`` and ``dy`` and the products fused per block of
+tiles in the same way. They are XLA FFI custom calls,
 compiled with the system's C++ compiler (``$CXX``, else ``c++``) against
 jaxlib's FFI headers the first time it is needed, and cached by source,
 jaxlib version, CPU and target under ``$ALPHALITE_CACHE`` (default
@@ -172,16 +174,18 @@ def winograd_forward(x, u, bt, at, *, keep_v: bool, fallback, march: str = "nati
     return _on_cpu(native, fallback, x, u, fits=u.shape[2] % 32 == 0 and 2 <= at.shape[0] <= 5, march=march)
 
 
-def _weight_grad_native(v, dy, *, at, target):
-    out = jax.ShapeDtypeStruct((v.shape[0], v.shape[2], dy.shape[3]), jnp.float32)
-    return jax.ffi.ffi_call(target + "_winograd_dw", out)(v, dy, at)
+def _weight_grad_native(x, dy, *, bt, at, target):
+    out = jax.ShapeDtypeStruct(((at.shape[1]) ** 2, x.shape[3], dy.shape[3]), jnp.float32)
+    return jax.ffi.ffi_call(target + "_winograd_dw", out)(x, dy, bt, at)
 
 
-def winograd_weight_grad(v, dy, at, *, fallback, march: str = "native"):
+def winograd_weight_grad(x, dy, bt, at, *, fallback, march: str = "native"):
     """``du [(m+2)^2, C, K]``, the weight gradient before the filter
-    transform's transpose: ``sum over tiles of v^T (A dy A^T)`` with ``v``
-    the forward's transformed input ``[(m+2)^2, tiles, C]`` and ``dy [B, H,
-    W, K]``. By the native kernel, with the transform of ``dy`` fused in,
-    where it can run (as ``winograd_forward``); otherwise ``fallback(v, dy)``."""
-    native = functools.partial(_weight_grad_native, at=jnp.asarray(at))
-    return _on_cpu(native, fallback, v, dy, fits=dy.shape[3] % 32 == 0 and 2 <= at.shape[0] <= 5, march=march)
+    transform's transpose: ``sum over tiles of V^T (A dy A^T)`` with ``V``
+    the transformed input of ``x [B, H, W, C]`` (B^T x B, made again here,
+    per block of tiles: cheaper than keeping it from the forward pass) and
+    ``dy [B, H, W, K]``. By the native kernel where it can run (as
+    ``winograd_forward``); otherwise ``fallback(x, dy)``."""
+    native = functools.partial(_weight_grad_native, bt=jnp.asarray(bt), at=jnp.asarray(at))
+    return _on_cpu(native, fallback, x, dy, fits=dy.shape[3] % 32 == 0 and 2 <= at.shape[0] <= 5, march=march)
+

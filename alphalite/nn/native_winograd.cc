@@ -11,8 +11,9 @@
 // XLA wrote the transformed input and products out to memory in between
 // (the V variant also writes the transformed input, kept for the backward).
 //
-// AlphaliteWinogradDw: the weight gradient from dy, A dy A^T fused in per
-// block of tiles, in a fixed order (the same bits every run).
+// AlphaliteWinogradDw: the weight gradient from x and dy, B^T x B and
+// A dy A^T fused in per block of tiles, in a fixed order (the same bits
+// every run).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -272,6 +273,34 @@ static inline void output_vec(const float* at, int q_hi, int r_hi, const float* 
   }
 }
 
+// B^T d B of tile t of x [B, H, W, C] into vb[p ps + i C] (p the
+// transformed point, ps the stride between points, i the tile's row in its
+// block).
+template <int N>
+static void input_tile(const Shape& s, const float* x, const float* bt, int64_t t, int64_t i, float* vb,
+                       int64_t ps) {
+  const int64_t c = s.c;
+  const auto [img, ti, tj] = s.tile(t);
+  const int64_t r0 = ti * s.m - 1, c0 = tj * s.m - 1;
+  const int r_lo = r0 < 0 ? -r0 : 0, r_hi = (int)std::min<int64_t>(N, s.h - r0);
+  const int j_lo = c0 < 0 ? -c0 : 0, j_hi = (int)std::min<int64_t>(N, s.w - c0);
+  // pixel (r0 + r, c0 + j) of the image, only read inside the board
+  const float* base = x + (img * s.h * s.w) * c;
+  const int64_t row = s.w * c;
+  float* dst[N * N];
+  int64_t k = 0;
+  for (; k + W <= c; k += W) {
+    for (int p = 0; p < N * N; ++p) dst[p] = vb + p * ps + i * c + k;
+    input_vec<N, vec>(bt, r_lo, r_hi, j_lo, j_hi,
+                      [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
+  }
+  for (; k < c; ++k) {  // channels left over, one at a time
+    for (int p = 0; p < N * N; ++p) dst[p] = vb + p * ps + i * c + k;
+    input_vec<N, float>(bt, r_lo, r_hi, j_lo, j_hi,
+                        [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
+  }
+}
+
 struct Fwd {
   const float *x, *u, *bt, *at;
   float *y, *v;  // v may be null
@@ -279,32 +308,6 @@ struct Fwd {
   int64_t blocks;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
-
-  // B^T d B of tile t into vb[(p TB + i) C] (p the transformed point, i the
-  // tile's row in the block).
-  template <int N>
-  void input_tile(int64_t t, int64_t i, float* vb) const {
-    const int64_t c = s.c;
-    const auto [img, ti, tj] = s.tile(t);
-    const int64_t r0 = ti * s.m - 1, c0 = tj * s.m - 1;
-    const int r_lo = r0 < 0 ? -r0 : 0, r_hi = (int)std::min<int64_t>(N, s.h - r0);
-    const int j_lo = c0 < 0 ? -c0 : 0, j_hi = (int)std::min<int64_t>(N, s.w - c0);
-    // pixel (r0 + r, c0 + j) of the image, only read inside the board
-    const float* base = x + (img * s.h * s.w) * c;
-    const int64_t row = s.w * c;
-    float* dst[N * N];
-    int64_t k = 0;
-    for (; k + W <= c; k += W) {
-      for (int p = 0; p < N * N; ++p) dst[p] = vb + (p * TB + i) * c + k;
-      input_vec<N, vec>(bt, r_lo, r_hi, j_lo, j_hi,
-                        [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
-    }
-    for (; k < c; ++k) {  // channels left over, one at a time
-      for (int p = 0; p < N * N; ++p) dst[p] = vb + (p * TB + i) * c + k;
-      input_vec<N, float>(bt, r_lo, r_hi, j_lo, j_hi,
-                          [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
-    }
-  }
 
   // A^T M A of the block's row i, cropped into y (K is a multiple of W).
   template <int N>
@@ -317,14 +320,15 @@ struct Fwd {
       output_vec<N>(at, q_hi, r_hi, mb + i * k + kk, TB * k, out + kk, s.w * k, k);
   }
 
+  // The transformed input goes straight to v when it is kept (its rows are
+  // laid out as the block's, a point's tiles apart), else to the block's vb.
   template <int N>
   void tiles(int64_t t0, int64_t nt, float* vb, float* mb) const {
     const int64_t c = s.c, k = s.k;
-    for (int64_t i = 0; i < nt; ++i) input_tile<N>(t0 + i, i, vb);
-    for (int64_t p = 0; p < N * N; ++p) {
-      products(vb + p * TB * c, u + p * c * k, mb + p * TB * k, nt, c, k);
-      if (v) std::memcpy(v + (p * s.tiles + t0) * c, vb + p * TB * c, sizeof(float) * nt * c);
-    }
+    float* in = v ? v + t0 * c : vb;
+    const int64_t ps = v ? s.tiles * c : TB * c;
+    for (int64_t i = 0; i < nt; ++i) input_tile<N>(s, x, bt, t0 + i, i, in, ps);
+    for (int64_t p = 0; p < N * N; ++p) products(in + p * ps, u + p * c * k, mb + p * TB * k, nt, c, k);
     for (int64_t i = 0; i < nt; ++i) output_tile<N>(t0 + i, i, mb);
   }
 
@@ -390,16 +394,21 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(AlphaliteWinogradV, WinogradYV,
                                   .Ret<ffi::Buffer<ffi::F32>>());
 
 // ---------------------------------------------------------------------------
-// The weight gradient from dy, fused: du[p] = sum over tiles of V[p]^T dM[p],
-// dM = A dy A^T of each tile computed per block of tiles in the cache (XLA
-// wrote it out to memory first). The tiles are split into GROUPS runs in a
-// fixed way; a worker takes a whole run and sums its blocks, in order, into
+// The weight gradient from x and dy, fused: du[p] = sum over tiles of V[p]^T
+// dM[p], with V = B^T x B and dM = A dy A^T of each tile computed per block
+// of tiles in the cache. Transforming x again costs less than writing V out
+// in the forward pass and reading it back here (2.5 times x's size; the
+// transforms wait on memory, not on arithmetic). The tiles are split into
+// GROUPS runs in a fixed way; a worker takes a whole run and sums its blocks, in order, into
 // the run's own du; the caller adds the runs' sums in order at the end. So
 // the result does not depend on which thread took what (the same bits every
 // time, as XLA's product gave).
 
 constexpr int64_t DW_TILES = 64;  // tiles a block, at most
-constexpr int64_t GROUPS = 8;     // runs of tiles (one per 200 tiles if fewer)
+// Runs of tiles: two per 400 tiles, at most 8. An even count, so that two
+// threads take equal shares (three runs of a 9x9 batch of 64 left one
+// thread waiting a third of the time).
+constexpr int64_t GROUPS = 8;
 
 // dM[a][b] = sum_q sum_r at[q][a] at[r][b] dy[q][r] for one vector of
 // output channels; dy is zero past the board (q >= q_hi or r >= r_hi).
@@ -424,7 +433,7 @@ static inline void dm_vec(const float* at, int m, int q_hi, int r_hi, const floa
 }
 
 struct Dw {
-  const float *v, *dy, *at;
+  const float *x, *dy, *bt, *at;
   float* out;
   Shape s;
   int64_t groups;
@@ -446,18 +455,22 @@ struct Dw {
 
   void run() {
     const int64_t nn = s.n * s.n, c = s.c, k = s.k;
-    std::unique_ptr<float[]> dmb;
+    std::unique_ptr<float[]> vb, dmb;
     for (int64_t g; (g = next.fetch_add(1)) < groups;) {
-      if (!dmb) dmb.reset(new float[nn * DW_TILES * k]);
+      if (!dmb) vb.reset(new float[nn * DW_TILES * c]), dmb.reset(new float[nn * DW_TILES * k]);
       float* du = sums.get() + g * nn * c * k;
       const int64_t first = g * s.tiles / groups, last = (g + 1) * s.tiles / groups;
       // blocks of even size, at most DW_TILES
       const int64_t nb = (last - first + DW_TILES - 1) / DW_TILES, step = (last - first + nb - 1) / nb;
       for (int64_t t0 = first; t0 < last; t0 += step) {
         const int64_t nt = std::min<int64_t>(step, last - t0);
-        with_n(s.n, [&](auto n) { block_dm<decltype(n)::value>(t0, nt, dmb.get()); });
+        with_n(s.n, [&](auto n) {
+          constexpr int N = decltype(n)::value;
+          for (int64_t i = 0; i < nt; ++i) input_tile<N>(s, x, bt, t0 + i, i, vb.get(), DW_TILES * c);
+          block_dm<N>(t0, nt, dmb.get());
+        });
         for (int64_t p = 0; p < nn; ++p)
-          rows_tn(v + (p * s.tiles + t0) * c, dmb.get() + p * DW_TILES * k, du + p * c * k, 0, nt, c, k,
+          rows_tn(vb.get() + p * DW_TILES * c, dmb.get() + p * DW_TILES * k, du + p * c * k, 0, nt, c, k,
                   t0 > first);
       }
       done.fetch_add(1, std::memory_order_release);
@@ -465,23 +478,25 @@ struct Dw {
   }
 };
 
-static ffi::Error WinogradDw(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> v, ffi::Buffer<ffi::F32> dy,
-                             ffi::Buffer<ffi::F32> at, ffi::ResultBuffer<ffi::F32> du) {
-  auto vd = v.dimensions(), yd = dy.dimensions(), ad = at.dimensions();
-  if (vd.size() != 3 || yd.size() != 4 || ad.size() != 2)
-    return ffi::Error::InvalidArgument("alphalite_winograd_dw: want v [N*N, tiles, C], dy [B, H, W, K], at [M, N]");
+static ffi::Error WinogradDw(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> dy,
+                             ffi::Buffer<ffi::F32> bt, ffi::Buffer<ffi::F32> at, ffi::ResultBuffer<ffi::F32> du) {
+  auto xd = x.dimensions(), yd = dy.dimensions(), bd = bt.dimensions(), ad = at.dimensions();
+  if (xd.size() != 4 || yd.size() != 4 || bd.size() != 2 || ad.size() != 2)
+    return ffi::Error::InvalidArgument(
+        "alphalite_winograd_dw: want x [B, H, W, C], dy [B, H, W, K], bt [N, N], at [M, N]");
   auto w = std::make_shared<Dw>();
   Shape& s = w->s;
-  s.b = yd[0], s.h = yd[1], s.w = yd[2], s.k = yd[3], s.c = vd[2], s.m = ad[0], s.n = ad[1];
-  if (s.n != s.m + 2 || s.n < 4 || s.n > 7 || vd[0] != s.n * s.n || s.k % 32 != 0)
+  s.b = yd[0], s.h = yd[1], s.w = yd[2], s.k = yd[3], s.c = xd[3], s.m = ad[0], s.n = ad[1];
+  if (s.n != s.m + 2 || s.n < 4 || s.n > 7 || bd[0] != s.n || bd[1] != s.n || s.k % 32 != 0 || xd[0] != s.b ||
+      xd[1] != s.h || xd[2] != s.w)
     return ffi::Error::InvalidArgument(
         "alphalite_winograd_dw: shapes do not agree, K is not a multiple of 32, or m is not 2 to 5");
   s.th = (s.h + s.m - 1) / s.m, s.tw = (s.w + s.m - 1) / s.m, s.tiles = s.b * s.th * s.tw;
-  if (vd[1] != s.tiles) return ffi::Error::InvalidArgument("alphalite_winograd_dw: v's tiles are not dy's");
   const int64_t size = s.n * s.n * s.c * s.k;
-  w->v = v.typed_data(), w->dy = dy.typed_data(), w->at = at.typed_data(), w->out = du->typed_data();
+  w->x = x.typed_data(), w->dy = dy.typed_data(), w->bt = bt.typed_data(), w->at = at.typed_data();
+  w->out = du->typed_data();
   // the caller adds the runs' sums alone: few runs for few tiles
-  w->groups = std::min<int64_t>(GROUPS, (s.tiles + 199) / 200);
+  w->groups = std::min<int64_t>(GROUPS, 2 * ((s.tiles + 399) / 400));
   if (w->groups == 0) {
     std::memset(w->out, 0, sizeof(float) * size);
     return ffi::Error::Success();
@@ -498,6 +513,7 @@ static ffi::Error WinogradDw(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> v, ffi:
 XLA_FFI_DEFINE_HANDLER_SYMBOL(AlphaliteWinogradDw, WinogradDw,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()

@@ -20,10 +20,13 @@ The backward pass is written out (``custom_vjp``) so that autodiff never
 differentiates the overlapping tile gather:
 
 * ``dM = A dy A^T`` on the non-overlapping output blocks;
-* ``dw`` is the products ``V^T dM`` with ``V`` (input tiles, kept from the
-  forward pass), then the filter transform's transpose; on the CPU the
-  products run in a native kernel (alphalite/nn/native.py), as XLA runs them
-  on one thread;
+* ``dw`` is the products ``V^T dM`` with ``V`` the input tiles, then the
+  filter transform's transpose; on the CPU, for large batches, a native
+  kernel (alphalite/nn/native.py) transforms ``x`` and ``dy`` again per
+  block of tiles and takes the products in the cache (keeping ``V``, 2.5
+  times the size of ``x``, cost more in memory traffic than transforming
+  again); for small ones the forward pass keeps ``V`` and the products run
+  in a native kernel, as XLA runs them on one thread;
 * ``dx`` is the forward convolution of ``dy`` with the kernel turned 180
   degrees and its channel axes swapped (it measured faster than the input
   transform's transpose, whose overlapping-tile sums XLA fused poorly).
@@ -191,11 +194,13 @@ def _forward(x, w, m, keep_v: bool):
     return native.winograd_forward(x, u, bt, at, keep_v=keep_v, fallback=xla)
 
 
-# The weight gradient with dy's transform fused in (native.winograd_weight_grad)
-# from this many tiles: b6c64 19x19 batch 64 (1,600 tiles) trained 1.07x as
-# fast with it, 9x9 batch 64 (576) 0.93-0.96x (XLA's dM of a small batch
-# stays in the cache anyway) and batch 128 (1,152) 1.00-1.03x.
-FUSED_WEIGHT_GRAD_TILES = 1024
+# The weight gradient with the transforms of x and dy fused in
+# (native.winograd_weight_grad) from this many tiles; below it the forward
+# keeps V for XLA's transform of dy and the product. 9x9 b6c64 training
+# steps on an Intel Xeon (AVX-512): batch 64 (576 tiles) 40.0-40.7 ms fused
+# against 43.3-44.8, batch 32 (288) 23.9 against 23.5, batch 16 (144) 13.8
+# against 11.4.
+FUSED_WEIGHT_GRAD_TILES = 512
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
@@ -203,21 +208,29 @@ def _conv(x, w, m):
     return _forward(x, w, m, keep_v=False)[0]
 
 
+def _fused_weight_grad(x, m) -> bool:
+    tiles = x.shape[0] * _tiles(x.shape[1], m) * _tiles(x.shape[2], m)
+    return tiles >= FUSED_WEIGHT_GRAD_TILES and native.available()
+
+
 def _fwd(x, w, m):
+    if _fused_weight_grad(x, m):  # the weight gradient transforms x again
+        return _forward(x, w, m, keep_v=False)[0], (x, w)
     y, v = _forward(x, w, m, keep_v=True)
     return y, (v, w)
 
 
 def _bwd(m, res, dy):
-    v, w = res
+    xv, w = res
 
     def unfused(v, dy):
         return native.batched_tn(v, output_transform_t(dy, m))
 
-    if v.shape[1] >= FUSED_WEIGHT_GRAD_TILES:
-        du = native.winograd_weight_grad(v, dy, _MATS[m][0], fallback=unfused)
+    if xv.ndim == 4:  # x, kept for the fused weight gradient
+        at, _, bt = _MATS[m]
+        du = native.winograd_weight_grad(xv, dy, bt, at, fallback=lambda x, dy: unfused(input_transform(x, m), dy))
     else:
-        du = unfused(v, dy)
+        du = unfused(xv, dy)
     dw = filter_transform_t(du, m).astype(w.dtype)
     # dx is the same convolution of dy with the kernel turned 180 degrees and
     # its channel axes swapped.
