@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -210,6 +211,7 @@ def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
     ocp = _ocp()
     if (p / "model.json").exists():
         info = read_model_info(p)
+        _drop_orphaned_read_errors()
         try:
             with ocp.StandardCheckpointer() as ckptr:
                 variables = ckptr.restore((p / "variables").absolute())
@@ -226,6 +228,7 @@ def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
         step = mgr.latest_step()
         if step is None:
             continue
+        _drop_orphaned_read_errors()
         try:
             out = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
                                                             meta=ocp.args.JsonRestore()))
@@ -280,6 +283,36 @@ def load_model(path: str | os.PathLike, kind: str | tuple[str, ...], size: int |
         raise CheckpointError(f"{path}: its variables do not fit model {info['model']!r} "
                               f"for {n}x{n} (model.json and variables/ disagree)")
     return info, model, variables
+
+
+def _is_orphaned_read_error(u) -> bool:
+    """The error a read left in flight by a failed restore raises: Orbax has
+    closed its event loop, and the read's completion, in TensorStore's
+    thread, finds it closed (asyncio's ``_check_closed``)."""
+    tb = u.exc_traceback
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"
+            and tb is not None and tb.tb_frame.f_code.co_name == "_check_closed")
+
+
+def _drop_orphaned_read_errors() -> None:
+    """A failed Orbax restore leaves reads in flight; each raises "Event loop
+    is closed" when it completes, where nobody can catch it, and Python
+    printed a traceback per read after the refusal had been said in one line
+    (in a test run, charged to whichever test was running). From the first
+    restore on (some complete before the failure reaches us), this process
+    drops those errors, and only those."""
+    hook = sys.unraisablehook
+    if getattr(hook, "drops_orphaned_reads", False):
+        return
+
+    def drop(u):
+        if not _is_orphaned_read_error(u):
+            hook(u)
+
+    drop.drops_orphaned_reads = True
+    sys.unraisablehook = drop
 
 
 def _first_words(e: BaseException, limit: int = 240) -> str:
