@@ -308,10 +308,15 @@ def test_stopped_run_resumes(tmp_path, fake, sig, code):
             "--referee", "none", "--quiet", "--out", str(tmp_path)]
     # Ctrl-C as from a terminal: a test run started in the background by a
     # non-interactive shell (nohup cmd &) inherits SIGINT ignored, and so
-    # would the arena.
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # would the arena. A handled signal is reset to the default at exec, so
+    # the test handles it while it starts the arena (a preexec_fn would fork
+    # this process, JAX's threads and all, and run Python in the child).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     path = tmp_path / "results.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline and len(arena.read_results(path)) < 2:
