@@ -3,6 +3,7 @@
 import functools
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,19 @@ def test_large_batches_take_the_fused_weight_gradient():
         np.testing.assert_allclose(gk, rk, rtol=1e-4, atol=1e-4 * float(jnp.abs(rk).max()))
         fused = b * 25 >= winograd.FUSED_WEIGHT_GRAD_TILES and native.available()
         assert (native.TARGET + "_winograd_dw" in f.lower(x, kern).as_text()) == fused
+
+
+def test_native_constant_matrices_are_winograd_matrices():
+    """The kernels' compile-time copies of B^T and A^T for m = 3 and 4 (the
+    9x9 and 19x19 tiles) are the matrices winograd.matrices gives: were they
+    to drift, the kernels would take the general code, right but slower."""
+    src = native.SOURCE.read_text()
+    for m in (3, 4):
+        at, _, bt = winograd.matrices(m)
+        body = re.search(r"struct Known<%d> \{(.*?)\n\};" % (m + 2), src, re.S).group(1)
+        for name, want in (("bt", bt), ("at", at)):
+            values = re.search(r"float %s\[\d+\] = \{([^}]*)\}" % name, body).group(1)
+            np.testing.assert_array_equal(np.array([float(v) for v in values.split(",")]), want.ravel())
 
 
 def _native_expected() -> bool:

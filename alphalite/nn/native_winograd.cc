@@ -166,15 +166,72 @@ struct Shape {
   Tile tile(int64_t t) const { return {t / (th * tw), (t / tw) % th, t % tw}; }
 };
 
-// f(std::integral_constant<int, n>) for n = m + 2 of 4 to 7, so that the
-// per-tile loops unroll for the board's tile size.
-template <typename F>
-static void with_n(int64_t n, F&& f) {
+// The transform matrices B^T [N, N] and A^T [N - 2, N] that
+// winograd.matrices(m) gives for m = 3 and 4 (N = m + 2), the tiles of
+// 9x9 and 19x19, as constants: the compiler leaves out their zero terms
+// (half of B^T) and turns their +-1 terms into adds. b6c64 training steps
+// 6-7% faster on an Intel Xeon (9x9 and 19x19, batch 64, paired in one
+// process). Other matrices (another m, or these changed in winograd.py;
+// tests/test_winograd.py checks they agree) run the general code, which
+// reads them.
+template <int N>
+struct Known {
+  static constexpr bool has = false;
+  static constexpr float bt[N * N] = {};
+  static constexpr float at[(N - 2) * N] = {};
+};
+template <>
+struct Known<5> {
+  static constexpr bool has = true;
+  static constexpr float bt[25] = {2, -1, -2, 1, 0, 0, -2, -1, 1, 0, 0, 2, -3, 1, 0, 0, -1, 0, 1, 0, 0, 2, -1, -2, 1};
+  static constexpr float at[15] = {1, 1, 1, 1, 0, 0, 1, -1, 2, 0, 0, 1, 1, 4, 1};
+};
+template <>
+struct Known<6> {
+  static constexpr bool has = true;
+  static constexpr float bt[36] = {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
+                                   0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
+  static constexpr float at[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+};
+
+// Whether bt (when given) and at are the constants of Known<n>.
+static bool known(int64_t n, const float* bt, const float* at) {
+  auto same = [&](auto k) {
+    using K = Known<decltype(k)::value>;
+    return K::has && (!bt || std::memcmp(bt, K::bt, sizeof(K::bt)) == 0) && std::memcmp(at, K::at, sizeof(K::at)) == 0;
+  };
   switch (n) {
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    default: f(std::integral_constant<int, 7>{}); break;
+    case 5: return same(std::integral_constant<int, 5>{});
+    case 6: return same(std::integral_constant<int, 6>{});
+    default: return false;
+  }
+}
+
+// f(std::integral_constant<int, n>, std::bool_constant<K>) for n = m + 2 of
+// 4 to 7, so that the per-tile loops unroll for the board's tile size; K:
+// the matrices are Known<n>'s.
+template <typename F>
+static void with_n(int64_t n, bool k, F&& f) {
+  switch (n) {
+    case 4: f(std::integral_constant<int, 4>{}, std::false_type{}); break;
+    case 5: k ? f(std::integral_constant<int, 5>{}, std::true_type{})
+              : f(std::integral_constant<int, 5>{}, std::false_type{}); break;
+    case 6: k ? f(std::integral_constant<int, 6>{}, std::true_type{})
+              : f(std::integral_constant<int, 6>{}, std::false_type{}); break;
+    default: f(std::integral_constant<int, 7>{}, std::false_type{}); break;
+  }
+}
+
+// acc = x c, or acc += x c once started; a zero c of the constant matrices
+// (K) adds nothing and is left out (the loops around it are unrolled).
+template <bool K, typename V>
+static inline void madd(V& acc, bool& started, const V& x, float c) {
+  if (K && c == 0.0f) return;
+  if (started) {
+    acc += x * c;
+  } else {
+    acc = x * c;
+    started = true;
   }
 }
 
@@ -223,10 +280,13 @@ static void products(const float* vb, const float* u, float* mb, int64_t nt, int
 
 // v[a][b] = sum_r sum_j bt[a][r] bt[b][j] d[r][j]; d's rows and columns
 // outside [lo, hi) are zero (the board's padding). src(r, j) points at d[r][j].
-template <int N, typename V, typename Src>
-static inline void input_vec(const float* bt, int r_lo, int r_hi, int j_lo, int j_hi, Src src, float* const* dst) {
+template <int N, bool K, typename V, typename Src>
+static inline void input_vec(const float* bt_, int r_lo, int r_hi, int j_lo, int j_hi, Src src, float* const* dst) {
+  const float* bt = K ? Known<N>::bt : bt_;
   V d[N][N];
+#pragma GCC unroll 8
   for (int r = 0; r < N; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < N; ++j) {
       if (r >= r_lo && r < r_hi && j >= j_lo && j < j_hi) {
         std::memcpy(&d[r][j], src(r, j), sizeof(V));
@@ -235,16 +295,24 @@ static inline void input_vec(const float* bt, int r_lo, int r_hi, int j_lo, int 
       }
     }
   V t[N][N];
+#pragma GCC unroll 8
   for (int a = 0; a < N; ++a)
+#pragma GCC unroll 8
     for (int j = 0; j < N; ++j) {
-      V acc = d[0][j] * bt[a * N];
-      for (int r = 1; r < N; ++r) acc += d[r][j] * bt[a * N + r];
+      V acc{};
+      bool started = false;
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r) madd<K>(acc, started, d[r][j], bt[a * N + r]);
       t[a][j] = acc;
     }
+#pragma GCC unroll 8
   for (int a = 0; a < N; ++a)
+#pragma GCC unroll 8
     for (int b = 0; b < N; ++b) {
-      V acc = t[a][0] * bt[b * N];
-      for (int j = 1; j < N; ++j) acc += t[a][j] * bt[b * N + j];
+      V acc{};
+      bool started = false;
+#pragma GCC unroll 8
+      for (int j = 0; j < N; ++j) madd<K>(acc, started, t[a][j], bt[b * N + j]);
       std::memcpy(dst[a * N + b], &acc, sizeof(V));
     }
 }
@@ -252,22 +320,34 @@ static inline void input_vec(const float* bt, int r_lo, int r_hi, int j_lo, int 
 // y[q][r] = sum_a sum_b at[q][a] at[r][b] M[a][b] for q < q_hi, r < r_hi
 // (the tile's part inside the board); M[a][b] at mb + (a N + b) stride,
 // y[q][r] at y + q row + r col.
-template <int N>
-static inline void output_vec(const float* at, int q_hi, int r_hi, const float* mb, int64_t stride, float* y,
+template <int N, bool K>
+static inline void output_vec(const float* at_, int q_hi, int r_hi, const float* mb, int64_t stride, float* y,
                               int64_t row, int64_t col) {
+  const float* at = K ? Known<N>::at : at_;
   vec mm[N][N];
+#pragma GCC unroll 8
   for (int a = 0; a < N; ++a)
+#pragma GCC unroll 8
     for (int b = 0; b < N; ++b) std::memcpy(&mm[a][b], mb + (a * N + b) * stride, sizeof(vec));
-  for (int q = 0; q < q_hi; ++q) {
+#pragma GCC unroll 8
+  for (int q = 0; q < N - 2; ++q) {
+    if (q >= q_hi) break;
     vec t[N];
+#pragma GCC unroll 8
     for (int b = 0; b < N; ++b) {
-      vec acc = mm[0][b] * at[q * N];
-      for (int a = 1; a < N; ++a) acc += mm[a][b] * at[q * N + a];
+      vec acc{};
+      bool started = false;
+#pragma GCC unroll 8
+      for (int a = 0; a < N; ++a) madd<K>(acc, started, mm[a][b], at[q * N + a]);
       t[b] = acc;
     }
-    for (int r = 0; r < r_hi; ++r) {
-      vec acc = t[0] * at[r * N];
-      for (int b = 1; b < N; ++b) acc += t[b] * at[r * N + b];
+#pragma GCC unroll 8
+    for (int r = 0; r < N - 2; ++r) {
+      if (r >= r_hi) break;
+      vec acc{};
+      bool started = false;
+#pragma GCC unroll 8
+      for (int b = 0; b < N; ++b) madd<K>(acc, started, t[b], at[r * N + b]);
       std::memcpy(y + q * row + r * col, &acc, sizeof(vec));
     }
   }
@@ -276,7 +356,7 @@ static inline void output_vec(const float* at, int q_hi, int r_hi, const float* 
 // B^T d B of tile t of x [B, H, W, C] into vb[p ps + i C] (p the
 // transformed point, ps the stride between points, i the tile's row in its
 // block).
-template <int N>
+template <int N, bool K>
 static void input_tile(const Shape& s, const float* x, const float* bt, int64_t t, int64_t i, float* vb,
                        int64_t ps) {
   const int64_t c = s.c;
@@ -291,13 +371,13 @@ static void input_tile(const Shape& s, const float* x, const float* bt, int64_t 
   int64_t k = 0;
   for (; k + W <= c; k += W) {
     for (int p = 0; p < N * N; ++p) dst[p] = vb + p * ps + i * c + k;
-    input_vec<N, vec>(bt, r_lo, r_hi, j_lo, j_hi,
-                      [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
+    input_vec<N, K, vec>(bt, r_lo, r_hi, j_lo, j_hi,
+                         [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
   }
   for (; k < c; ++k) {  // channels left over, one at a time
     for (int p = 0; p < N * N; ++p) dst[p] = vb + p * ps + i * c + k;
-    input_vec<N, float>(bt, r_lo, r_hi, j_lo, j_hi,
-                        [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
+    input_vec<N, K, float>(bt, r_lo, r_hi, j_lo, j_hi,
+                           [&](int r, int j) { return base + (r0 + r) * row + (c0 + j) * c + k; }, dst);
   }
 }
 
@@ -305,31 +385,32 @@ struct Fwd {
   const float *x, *u, *bt, *at;
   float *y, *v;  // v may be null
   Shape s;
+  bool consts;  // bt and at are Known<n>'s
   int64_t blocks;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
 
   // A^T M A of the block's row i, cropped into y (K is a multiple of W).
-  template <int N>
+  template <int N, bool K>
   void output_tile(int64_t t, int64_t i, const float* mb) const {
     const int64_t k = s.k, m = s.m;
     const auto [img, ti, tj] = s.tile(t);
     const int q_hi = (int)std::min<int64_t>(m, s.h - ti * m), r_hi = (int)std::min<int64_t>(m, s.w - tj * m);
     float* out = y + ((img * s.h + ti * m) * s.w + tj * m) * k;
     for (int64_t kk = 0; kk < k; kk += W)
-      output_vec<N>(at, q_hi, r_hi, mb + i * k + kk, TB * k, out + kk, s.w * k, k);
+      output_vec<N, K>(at, q_hi, r_hi, mb + i * k + kk, TB * k, out + kk, s.w * k, k);
   }
 
   // The transformed input goes straight to v when it is kept (its rows are
   // laid out as the block's, a point's tiles apart), else to the block's vb.
-  template <int N>
+  template <int N, bool K>
   void tiles(int64_t t0, int64_t nt, float* vb, float* mb) const {
     const int64_t c = s.c, k = s.k;
     float* in = v ? v + t0 * c : vb;
     const int64_t ps = v ? s.tiles * c : TB * c;
-    for (int64_t i = 0; i < nt; ++i) input_tile<N>(s, x, bt, t0 + i, i, in, ps);
+    for (int64_t i = 0; i < nt; ++i) input_tile<N, K>(s, x, bt, t0 + i, i, in, ps);
     for (int64_t p = 0; p < N * N; ++p) products(in + p * ps, u + p * c * k, mb + p * TB * k, nt, c, k);
-    for (int64_t i = 0; i < nt; ++i) output_tile<N>(t0 + i, i, mb);
+    for (int64_t i = 0; i < nt; ++i) output_tile<N, K>(t0 + i, i, mb);
   }
 
   void run() {
@@ -337,7 +418,7 @@ struct Fwd {
     std::unique_ptr<float[]> vb(new float[nn * TB * s.c]), mb(new float[nn * TB * s.k]);
     for (int64_t blk; (blk = next.fetch_add(1)) < blocks;) {
       const int64_t t0 = blk * TB, nt = std::min<int64_t>(TB, s.tiles - t0);
-      with_n(s.n, [&](auto n) { tiles<decltype(n)::value>(t0, nt, vb.get(), mb.get()); });
+      with_n(s.n, consts, [&](auto n, auto k) { tiles<decltype(n)::value, decltype(k)::value>(t0, nt, vb.get(), mb.get()); });
       done.fetch_add(1, std::memory_order_release);
     }
   }
@@ -358,6 +439,7 @@ static ffi::Error WinogradImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ff
   s.th = (s.h + s.m - 1) / s.m, s.tw = (s.w + s.m - 1) / s.m, s.tiles = s.b * s.th * s.tw;
   w->x = x.typed_data(), w->u = u.typed_data(), w->bt = bt.typed_data(), w->at = at.typed_data();
   w->y = y, w->v = v;
+  w->consts = known(s.n, w->bt, w->at);
   w->blocks = (s.tiles + TB - 1) / TB;
   share(pool, w, w->blocks);
   return ffi::Error::Success();
@@ -412,22 +494,37 @@ constexpr int64_t GROUPS = 8;
 
 // dM[a][b] = sum_q sum_r at[q][a] at[r][b] dy[q][r] for one vector of
 // output channels; dy is zero past the board (q >= q_hi or r >= r_hi).
-template <int N>
-static inline void dm_vec(const float* at, int m, int q_hi, int r_hi, const float* dy, int64_t row, int64_t col,
+template <int N, bool K>
+static inline void dm_vec(const float* at_, int q_hi, int r_hi, const float* dy, int64_t row, int64_t col,
                           float* dm, int64_t stride) {
-  vec s[N][8];  // s[a][r] = sum_q at[q][a] dy[q][r] (m <= 5 < 8)
+  constexpr int M = N - 2;
+  const float* at = K ? Known<N>::at : at_;
+  vec s[N][M];  // s[a][r] = sum_q at[q][a] dy[q][r]
+#pragma GCC unroll 8
   for (int a = 0; a < N; ++a)
-    for (int r = 0; r < m; ++r) std::memset(&s[a][r], 0, sizeof(vec));
-  for (int q = 0; q < q_hi; ++q)
-    for (int r = 0; r < r_hi; ++r) {
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) std::memset(&s[a][r], 0, sizeof(vec));
+#pragma GCC unroll 8
+  for (int q = 0; q < M; ++q) {
+    if (q >= q_hi) break;
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      if (r >= r_hi) break;
       vec d;
       std::memcpy(&d, dy + q * row + r * col, sizeof(vec));
-      for (int a = 0; a < N; ++a) s[a][r] += d * at[q * N + a];
+#pragma GCC unroll 8
+      for (int a = 0; a < N; ++a)
+        if (!K || at[q * N + a] != 0.0f) s[a][r] += d * at[q * N + a];
     }
+  }
+#pragma GCC unroll 8
   for (int a = 0; a < N; ++a)
+#pragma GCC unroll 8
     for (int b = 0; b < N; ++b) {
-      vec acc = s[a][0] * at[b];
-      for (int r = 1; r < m; ++r) acc += s[a][r] * at[r * N + b];
+      vec acc{};
+      bool started = false;
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) madd<K>(acc, started, s[a][r], at[r * N + b]);
       std::memcpy(dm + (a * N + b) * stride, &acc, sizeof(vec));
     }
 }
@@ -436,12 +533,13 @@ struct Dw {
   const float *x, *dy, *bt, *at;
   float* out;
   Shape s;
+  bool consts;  // bt and at are Known<n>'s
   int64_t groups;
   std::unique_ptr<float[]> sums;  // groups x (n n C K)
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
 
-  template <int N>
+  template <int N, bool K>
   void block_dm(int64_t t0, int64_t nt, float* dmb) const {
     const int64_t k = s.k, m = s.m;
     for (int64_t i = 0; i < nt; ++i) {
@@ -449,7 +547,7 @@ struct Dw {
       const int q_hi = (int)std::min<int64_t>(m, s.h - ti * m), r_hi = (int)std::min<int64_t>(m, s.w - tj * m);
       const float* src = dy + ((img * s.h + ti * m) * s.w + tj * m) * k;
       for (int64_t kk = 0; kk < k; kk += W)
-        dm_vec<N>(at, (int)m, q_hi, r_hi, src + kk, s.w * k, k, dmb + i * k + kk, DW_TILES * k);
+        dm_vec<N, K>(at, q_hi, r_hi, src + kk, s.w * k, k, dmb + i * k + kk, DW_TILES * k);
     }
   }
 
@@ -464,10 +562,11 @@ struct Dw {
       const int64_t nb = (last - first + DW_TILES - 1) / DW_TILES, step = (last - first + nb - 1) / nb;
       for (int64_t t0 = first; t0 < last; t0 += step) {
         const int64_t nt = std::min<int64_t>(step, last - t0);
-        with_n(s.n, [&](auto n) {
+        with_n(s.n, consts, [&](auto n, auto kn) {
           constexpr int N = decltype(n)::value;
-          for (int64_t i = 0; i < nt; ++i) input_tile<N>(s, x, bt, t0 + i, i, vb.get(), DW_TILES * c);
-          block_dm<N>(t0, nt, dmb.get());
+          constexpr bool K = decltype(kn)::value;
+          for (int64_t i = 0; i < nt; ++i) input_tile<N, K>(s, x, bt, t0 + i, i, vb.get(), DW_TILES * c);
+          block_dm<N, K>(t0, nt, dmb.get());
         });
         for (int64_t p = 0; p < nn; ++p)
           rows_tn(vb.get() + p * DW_TILES * c, dmb.get() + p * DW_TILES * k, du + p * c * k, 0, nt, c, k,
@@ -495,6 +594,7 @@ static ffi::Error WinogradDw(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi:
   const int64_t size = s.n * s.n * s.c * s.k;
   w->x = x.typed_data(), w->dy = dy.typed_data(), w->bt = bt.typed_data(), w->at = at.typed_data();
   w->out = du->typed_data();
+  w->consts = known(s.n, w->bt, w->at);
   // the caller adds the runs' sums alone: few runs for few tiles
   w->groups = std::min<int64_t>(GROUPS, 2 * ((s.tiles + 399) / 400));
   if (w->groups == 0) {
