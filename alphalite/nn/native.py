@@ -175,7 +175,7 @@ def winograd_forward(x, u, bt, at, *, keep_v: bool, fallback, march: str = "nati
 
 
 def _weight_grad_native(x, dy, *, bt, at, target):
-    out = jax.ShapeDtypeStruct(((at.shape[1]) ** 2, x.shape[3], dy.shape[3]), jnp.float32)
+    out = jax.ShapeDtypeStruct((at.shape[1] ** 2, x.shape[3], dy.shape[3]), jnp.float32)
     return jax.ffi.ffi_call(target + "_winograd_dw", out)(x, dy, bt, at)
 
 
@@ -188,4 +188,3 @@ def winograd_weight_grad(x, dy, bt, at, *, fallback, march: str = "native"):
     ``winograd_forward``); otherwise ``fallback(x, dy)``."""
     native = functools.partial(_weight_grad_native, bt=jnp.asarray(bt), at=jnp.asarray(at))
     return _on_cpu(native, fallback, x, dy, fits=dy.shape[3] % 32 == 0 and 2 <= at.shape[0] <= 5, march=march)
-
