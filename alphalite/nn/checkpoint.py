@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from alphalite.runtime import files
+from alphalite.runtime import config, files
 
 
 class CheckpointError(RuntimeError):
@@ -322,7 +322,7 @@ def _first_words(e: BaseException, limit: int = 240) -> str:
 
 
 def model_info_from_config(cfg: dict) -> dict:
-    return {k: cfg[k] for k in ("model", "board_size", "preset", "kind") if k in cfg}
+    return {k: cfg[k] for k in config.NET_INFO if k in cfg}
 
 
 def _to_numpy(tree):

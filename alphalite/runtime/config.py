@@ -84,7 +84,7 @@ def to_dict(cfg) -> dict:
 
 
 # What a run's config.json holds beside its config: the net it trains (the
-# net loaders read it there).
+# net loaders read it there, checkpoint.model_info_from_config).
 NET_INFO = ("model", "board_size", "preset", "kind")
 
 
