@@ -144,7 +144,7 @@ def _value_targets(args):
 def _export(args):
     from alphalite.nn import checkpoint
 
-    info, variables = checkpoint.load_variables(args.run)
+    info, variables = checkpoint.load_variables(args.run, step=args.step)
     out = checkpoint.export_model(args.out, variables, info)
     print(out)
     return 0
@@ -355,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="run folder -> standalone model folder (model.json + variables)")
     ex.add_argument("run", help="run folder")
     ex.add_argument("--out", required=True, help="output model folder")
+    ex.add_argument("--step", type=int, help="that step's checkpoint (from best/ or ckpt/; default: the best, else "
+                                             "the latest)")
     ex.set_defaults(func=_export)
 
     g = sub.add_parser("gtp", help="play over GTP on stdin/stdout (GUIs, servers, referees)")

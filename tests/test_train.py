@@ -283,6 +283,27 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path, cap
     # Export and evaluate on raw SGF (the sample archive) through the CLI.
     model_dir = tmp_path / "model"
     assert cli.main(["export", str(run), "--out", str(model_dir)]) == 0
+    # --step exports that checkpoint; a step not kept is one line naming the kept ones.
+    kept = checkpoint.kept_steps(run / "ckpt")
+    assert kept[-1] == 10 and 4 in kept, kept
+    assert cli.main(["export", str(run), "--step", "4", "--out", str(tmp_path / "step4")]) == 0
+    _, at4 = checkpoint.load_variables(tmp_path / "step4")
+    _, last = checkpoint.load_variables(run, step=10)
+    import orbax.checkpoint as ocp
+
+    raw4 = checkpoint.manager(run / "ckpt", max_to_keep=None).restore(
+        4, args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
+
+    def same(a, b):
+        return all(jax.tree_util.tree_leaves(jax.tree_util.tree_map(
+            lambda x, y: np.array_equal(np.asarray(x), np.asarray(y)), a, b)))
+
+    assert same(at4["params"], raw4.state["params"]) and not same(at4["params"], last["params"])
+    capsys.readouterr()
+    assert cli.main(["export", str(run), "--step", "5", "--out", str(tmp_path / "step5")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no checkpoint of step 5" in err and "ckpt/ " in err, err
+    assert not (tmp_path / "step5").exists()
     ev = train.evaluate_checkpoint(str(model_dir), [str(SAMPLE)], max_games=5,
                                    plot_dir=str(tmp_path / "plots"))
     assert ev["positions"] > 500

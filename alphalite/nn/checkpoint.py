@@ -104,8 +104,12 @@ def latest_step(directory: str | os.PathLike) -> int | None:
     """The newest finished step in a manager's folder, or None, without
     making the folder (a manager would): Orbax renames a step's folder to
     its bare number only once it is complete."""
-    steps = [int(d.name) for d in Path(directory).glob("*") if d.name.isdigit()]
-    return max(steps, default=None)
+    return max(kept_steps(directory), default=None)
+
+
+def kept_steps(directory: str | os.PathLike) -> list[int]:
+    """The finished steps in a manager's folder, oldest first (see latest_step)."""
+    return sorted(int(d.name) for d in Path(directory).glob("*") if d.name.isdigit())
 
 
 def save(mgr, step: int, state: Any, meta: dict) -> None:
@@ -205,10 +209,14 @@ def read_model_info(path: str | os.PathLike) -> dict:
     return info
 
 
-def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
-    """(model_info, variables) from an exported model folder or a run folder."""
+def load_variables(path: str | os.PathLike, step: int | None = None) -> tuple[dict, dict]:
+    """(model_info, variables) from an exported model folder or a run folder
+    (its best, else its latest checkpoint; ``step``: that step, from best/ or
+    ckpt/)."""
     p = find_model_dir(path)
     ocp = _ocp()
+    if step is not None and (p / "model.json").exists():
+        raise CheckpointError(f"{p} is an exported model: it has one step, not a choice of steps")
     if (p / "model.json").exists():
         info = read_model_info(p)
         _drop_orphaned_read_errors()
@@ -220,14 +228,16 @@ def load_variables(path: str | os.PathLike) -> tuple[dict, dict]:
         return info, _to_numpy(variables)
     # Run folder: restore the raw state tree without a template.
     cfg = json.loads((p / "config.json").read_text())
+    kept = {sub: kept_steps(p / sub) for sub in ("best", "ckpt")}
+    if step is not None and not any(step in s for s in kept.values()):
+        have = "; ".join(f"{sub}/ {', '.join(map(str, s))}" for sub, s in kept.items() if s) or "none"
+        raise CheckpointError(f"run folder {path} has no checkpoint of step {step} (kept: {have})")
     for sub in ("best", "ckpt"):
         d = p / sub
-        if not d.exists():
+        if not kept[sub] or (step is not None and step not in kept[sub]):
             continue
         mgr = manager(d, max_to_keep=None)
-        step = mgr.latest_step()
-        if step is None:
-            continue
+        step = kept[sub][-1] if step is None else step
         _drop_orphaned_read_errors()
         try:
             out = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
