@@ -430,6 +430,9 @@ def test_eval_value_reports_ownership_accuracy_and_score_error(tmp_path, capsys)
     owned = b["ownership"][k] != 0
     hits = ((own[k] * tp > 0) == (b["ownership"][k] > 0))[owned].mean()
     assert net["ownership_accuracy_30"] == pytest.approx(hits)
+    # the winner by the score head's sign, over both games' positions (resigned ones too)
+    right = (score > 0) == (b["outcomes"] > 0)  # both for the mover
+    assert net["score_head_winner"]["acc_30"] == pytest.approx(right.mean())
     # --moves: a 9x9 game is judged before move 80 (the paper's numbers are for 19x19)
     assert cli.main(["eval-value", "--checkpoint", str(ck), str(tv), "--moves", "20,10"]) == 0
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

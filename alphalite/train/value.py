@@ -27,7 +27,8 @@ the positions after exactly 30, 80, 130 and 180 moves of held-out games and,
 in the same run, the NN-Influence baseline (``alphalite.train.influence``) trained
 on the training games of the same source, on the same positions; for a net
 with auxiliary heads also the ownership accuracy (sign agreement over owned
-points) and the score error (MAE, points) on the counted test games.
+points) and the score error (MAE, points) on the counted test games, and
+the winner as the score head's sign on every test position.
 """
 
 from __future__ import annotations
@@ -201,15 +202,18 @@ def evaluate(predict, variables, batches, max_positions: int = 0, aux: bool = Fa
     return res
 
 
-def update(stats, extra, out, batch) -> None:
+def update(stats, extra, out, batch, by_score=None) -> None:
     """Add one batch's predictions (``v`` or ``(v, ownership, score)`` for
-    the mover) to WinnerStats and, when given, OwnershipScoreStats (black's view)."""
+    the mover) to WinnerStats and, when given, OwnershipScoreStats (black's
+    view) and a WinnerStats of the score head's sign (``by_score``)."""
     tp = batch["to_play"].astype(np.float64)
     v = np.asarray(out[0] if isinstance(out, tuple) else out)
     stats.update(v * tp, batch["outcomes"] * tp, batch["move_number"])
     if extra is not None:
         own, score = np.asarray(out[1]), np.asarray(out[2])
         extra.update(own * tp[:, None, None], batch["ownership"], score * tp, batch["score"], batch["move_number"])
+    if by_score is not None:
+        by_score.update(np.sign(np.asarray(out[2])) * tp, batch["outcomes"] * tp, batch["move_number"])
 
 
 def load_value_net(checkpoint: str):
@@ -252,10 +256,10 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
         if not tests:
             raise dataset.DatasetError(f"no decided test games of size {size} reach move {moves[0]} "
                                        f"in {', '.join(srcs)}")
-        net, extra = metrics.WinnerStats(), metrics.OwnershipScoreStats()
+        net, extra, by_score = metrics.WinnerStats(), metrics.OwnershipScoreStats(), metrics.WinnerStats()
         t_net = time.time()
         for b in tests:
-            update(net, extra if aux else None, predict(variables, b["planes"]), b)
+            update(net, extra if aux else None, predict(variables, b["planes"]), b, by_score if aux else None)
         t_net = time.time() - t_net
         base = influence.train_and_evaluate(data, tests, board_size=size, max_games=influence_games,
                                             moves=moves, seed=seed, progress=progress)
@@ -277,6 +281,9 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
                                    for m in moves},
                                 **{f"score_mae_{m}": r["by_move"].get(str(m), {}).get("score_mae")
                                    for m in moves})
+        # The winner as the sign of the score head (komi included), on every decided test game.
+        by = _summary(by_score.result(), moves)
+        out["value_net"]["score_head_winner"] = {k: by[k] for k in by if k == "accuracy" or k.startswith("acc_")}
     if ref is not None:
         out["gnugo_estimate"] = ref
     return out
