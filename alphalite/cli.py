@@ -355,8 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="run folder -> standalone model folder (model.json + variables)")
     ex.add_argument("run", help="run folder")
     ex.add_argument("--out", required=True, help="output model folder")
-    ex.add_argument("--step", type=int, help="that step's checkpoint (from best/ or ckpt/; default: the best, else "
-                                             "the latest)")
+    ex.add_argument("--step", type=int, help="that step's checkpoint (best/ or ckpt/; an AlphaZero run: nets/step-N; "
+                                             "default: the best, else the latest)")
     ex.set_defaults(func=_export)
 
     g = sub.add_parser("gtp", help="play over GTP on stdin/stdout (GUIs, servers, referees)")

@@ -120,6 +120,12 @@ def test_a_run_folder_plays_its_best_net_even_when_moved(pv, tmp_path):
     st = _positions()[3]
     a, b = players.load_net(str(run), None, "onnx"), players.load_net(str(net_dir), None, "onnx")
     assert a.evaluate(st)[1] == b.evaluate(st)[1]
+    # export --step N takes the run's net of that step; another step is one line naming those it has
+    want = checkpoint.load_variables(net_dir)[1]["params"]
+    got = checkpoint.load_variables(moved, step=7)[1]["params"]
+    assert all(jax.tree_util.tree_leaves(jax.tree_util.tree_map(np.array_equal, got, want)))
+    with pytest.raises(checkpoint.CheckpointError, match=r"has no net of step 8 \(nets: 7\)"):
+        checkpoint.load_variables(moved, step=8)
     (moved / "best.json").write_text(json.dumps({"net": "/gone/nets/step-0000009"}))
     with pytest.raises(checkpoint.CheckpointError, match="its best net /gone/nets/step-0000009 is not there"):
         players.load_net(str(moved))

@@ -213,6 +213,12 @@ def load_variables(path: str | os.PathLike, step: int | None = None) -> tuple[di
     """(model_info, variables) from an exported model folder or a run folder
     (its best, else its latest checkpoint; ``step``: that step, from best/ or
     ckpt/)."""
+    if step is not None and run_best(resolve(path)) is not None:  # an AlphaZero run: nets/step-N
+        nets = {int(d.name[5:]): d for d in (resolve(path) / "nets").glob("step-*") if d.name[5:].isdigit()}
+        if step not in nets:
+            raise CheckpointError(f"AlphaZero run {path} has no net of step {step} "
+                                  f"(nets: {', '.join(map(str, sorted(nets))) or 'none'})")
+        return load_variables(nets[step])
     p = find_model_dir(path)
     ocp = _ocp()
     if step is not None and (p / "model.json").exists():
