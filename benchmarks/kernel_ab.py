@@ -3,7 +3,8 @@
     python benchmarks/kernel_ab.py A.cc B.cc [--size 19] [--batch 64] [--rounds 10]
 
 A and B are versions of ``alphalite/nn/native_winograd.cc`` (give the file
-itself as one of them). Both are compiled (``-O3 -march=native``),
+itself as one of them). Both are compiled as the project builds its own
+(``native.build``: ``-O3 -march=native``, cached by source),
 registered under two FFI names, and a b6c64 training step (SGD with
 momentum, Winograd convolutions) is compiled once against each; the two
 steps then alternate in one process, in rounds of a few steps, and the
@@ -16,30 +17,16 @@ gains of that size; A against itself gives 0.99-1.00 here (range
 from __future__ import annotations
 
 import argparse
-import ctypes
-import hashlib
 import json
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 
 def _build(src: Path, name: str) -> str:
-    import jax
-
     from alphalite.nn import native
 
-    cmd = ["c++", "-O3", "-march=native", "-shared", "-fPIC", "-std=c++17", "-w", f"-I{jax.ffi.include_dir()}"]
-    key = hashlib.sha256((src.read_text() + " ".join(cmd)).encode()).hexdigest()[:16]
-    so = Path(tempfile.gettempdir()) / f"kernel_ab-{key}.so"
-    if not so.exists():
-        subprocess.run(cmd + [str(src), "-o", str(so)], check=True)
-    lib = ctypes.cdll.LoadLibrary(str(so))
-    for suffix, symbol in native.SYMBOLS.items():
-        jax.ffi.register_ffi_target(name + suffix, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
-    return name
+    return native.register(native.build(source=src), name)
 
 
 def _step(target: str, size: int, batch: int):

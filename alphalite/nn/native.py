@@ -64,12 +64,13 @@ def cpu_id() -> str:
         return platform.processor() or platform.machine()
 
 
-def build(march: str = "native") -> Path:
-    """The kernel compiled for ``-march=MARCH`` (cached; compiled on a miss)."""
+def build(march: str = "native", source: Path = SOURCE) -> Path:
+    """The kernels of ``source`` compiled for ``-march=MARCH`` (cached;
+    compiled on a miss)."""
     cxx = os.environ.get("CXX", "c++")
     cmd = [cxx, "-O3", f"-march={march}", "-shared", "-fPIC", "-std=c++17", "-w",
            f"-I{jax.ffi.include_dir()}"]
-    parts = [SOURCE.read_text(), jaxlib.__version__, cpu_id(), " ".join(cmd)]
+    parts = [source.read_text(), jaxlib.__version__, cpu_id(), " ".join(cmd)]
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     out = cache_dir() / f"native_winograd-{key}.so"
     if out.exists():
@@ -78,7 +79,7 @@ def build(march: str = "native") -> Path:
     fd, tmp = tempfile.mkstemp(prefix=".native_winograd-", suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        subprocess.run(cmd + [str(SOURCE), "-o", tmp], check=True, capture_output=True, text=True, timeout=300)
+        subprocess.run(cmd + [str(source), "-o", tmp], check=True, capture_output=True, text=True, timeout=300)
         os.replace(tmp, out)  # atomic: parallel builders all end with a whole file
     finally:
         if os.path.exists(tmp):
@@ -92,8 +93,14 @@ def load(march: str = "native") -> str:
     process; the weight gradient's FFI target name (``TARGET`` for native;
     the other kernels' are that name with the suffixes of ``SYMBOLS``).
     Raises OSError or SubprocessError when they cannot be built or loaded."""
-    lib = ctypes.cdll.LoadLibrary(str(build(march)))  # the cache keeps it loaded
     name = TARGET if march == "native" else f"{TARGET}_{re.sub(r'[^0-9A-Za-z]', '_', march)}"
+    return register(build(march), name)
+
+
+def register(library: Path, name: str) -> str:
+    """Load a build of the kernels and register them as FFI targets ``name``
+    + the suffixes of ``SYMBOLS``; returns ``name``."""
+    lib = ctypes.cdll.LoadLibrary(str(library))  # the cache keeps it loaded
     for suffix, symbol in SYMBOLS.items():
         jax.ffi.register_ffi_target(name + suffix, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
     return name
