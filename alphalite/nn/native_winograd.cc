@@ -194,11 +194,11 @@ struct Known<6> {
   static constexpr float at[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
 };
 
-// Whether bt (when given) and at are the constants of Known<n>.
+// Whether bt and at are the constants of Known<n>.
 static bool known(int64_t n, const float* bt, const float* at) {
   auto same = [&](auto k) {
     using K = Known<decltype(k)::value>;
-    return K::has && (!bt || std::memcmp(bt, K::bt, sizeof(K::bt)) == 0) && std::memcmp(at, K::at, sizeof(K::at)) == 0;
+    return K::has && std::memcmp(bt, K::bt, sizeof(K::bt)) == 0 && std::memcmp(at, K::at, sizeof(K::at)) == 0;
   };
   switch (n) {
     case 5: return same(std::integral_constant<int, 5>{});
