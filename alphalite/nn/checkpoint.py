@@ -221,9 +221,9 @@ def load_variables(path: str | os.PathLike, step: int | None = None) -> tuple[di
         return load_variables(nets[step])
     p = find_model_dir(path)
     ocp = _ocp()
-    if step is not None and (p / "model.json").exists():
-        raise CheckpointError(f"{p} is an exported model: it has one step, not a choice of steps")
     if (p / "model.json").exists():
+        if step is not None:
+            raise CheckpointError(f"{p} is an exported model: it has one step, not a choice of steps")
         info = read_model_info(p)
         _drop_orphaned_read_errors()
         try:
