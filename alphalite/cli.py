@@ -321,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--moves", type=_move_list, default=None,
                     help="move numbers to judge, comma separated (default: 30,80,130,180; "
                     "on 9x9 e.g. 10,20,30,40)")
+    ev.add_argument("--symmetries", type=int, default=1, help="judge by the net's outputs averaged over this many "
+                    "of the 8 board symmetries, in one network call (1 = the net alone)")
     ev.set_defaults(func=_eval_value)
 
     vd = sub.add_parser("value-data", help="value-net self-play data: SL policy to move U, one random "

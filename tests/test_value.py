@@ -408,6 +408,36 @@ def test_aux_net_checkpoint_round_trip_and_predict(tmp_path):
         value.load_aux_net(str(ROOT / "checkpoints" / "value19"))
 
 
+def test_symmetric_predict_averages_the_images_back_on_the_board():
+    model = nets.make_model("b1c4_aux_value", 9, 17)
+    variables = nets.init_variables(model, jax.random.PRNGKey(6))
+    x = np.asarray(jax.random.normal(jax.random.PRNGKey(7), (2, 9, 9, 17)))
+    one = value.make_predict_aux(model)
+    avg = value.symmetric_predict(one, 8, aux=True)
+    v, own, score = avg(variables, x)
+    # by hand: each image through the net alone, its ownership turned back with numpy
+    vs, owns, scores = [], [], []
+    for g in range(8):
+        vg, og, sg = (np.asarray(a) for a in one(variables, features.transform_planes(x, g)))
+        back = np.rot90(og, -(g % 4), axes=(-2, -1))  # g flips the columns, then turns: undo both
+        owns.append(np.flip(back, axis=-1) if g >= 4 else back)
+        vs.append(vg), scores.append(sg)
+    np.testing.assert_allclose(v, np.mean(vs, 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(score, np.mean(scores, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(own, np.mean(owns, 0), rtol=1e-5, atol=1e-6)
+    # the 8-image average sees a turned board as the same position: equal values, the ownership turned with it
+    for g in (1, 5):
+        vg, og, sg = avg(variables, features.transform_planes(x, g))
+        np.testing.assert_allclose(vg, v, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(og, features.transform_planes(own[..., None], g)[..., 0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(np.asarray(one(variables, x)[0]), v)  # an untrained net is not symmetric alone
+    plain = value.symmetric_predict(value.make_predict(model), 3)
+    np.testing.assert_allclose(plain(variables, x), np.mean(vs[:3], 0), rtol=1e-5, atol=1e-6)
+    assert value.symmetric_predict(one, 1) is one
+    with pytest.raises(ValueError, match="symmetries"):
+        value.symmetric_predict(one, 9)
+
+
 @pytest.mark.slow
 def test_eval_value_reports_ownership_accuracy_and_score_error(tmp_path, capsys):
     from alphalite import cli
@@ -433,6 +463,18 @@ def test_eval_value_reports_ownership_accuracy_and_score_error(tmp_path, capsys)
     # the winner by the score head's sign, over both games' positions (resigned ones too)
     right = (score > 0) == (b["outcomes"] > 0)  # both for the mover
     assert net["score_head_winner"]["acc_30"] == pytest.approx(right.mean())
+    # --symmetries 8: judged by the 8 images' average
+    assert cli.main(["eval-value", "--checkpoint", str(ck), str(tv), "--symmetries", "8"]) == 0
+    res8 = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    v8, own8, score8 = value.symmetric_predict(value.make_predict_aux(model), 8, aux=True)(variables, b["planes"])
+    assert res["symmetries"] == 1 and res8["symmetries"] == 8
+    assert res8["value_net"]["score_mae_30"] == pytest.approx(abs(score8[k] * tp - 17.5), rel=1e-5)
+    mse8 = np.mean((v8 - b["outcomes"]) ** 2)  # both for the mover
+    assert res8["value_net"]["mse_30"] == pytest.approx(mse8, rel=1e-5)
+    hits8 = ((own8[k] * tp > 0) == (b["ownership"][k] > 0))[owned].mean()
+    assert res8["value_net"]["ownership_accuracy_30"] == pytest.approx(hits8)
+    assert cli.main(["eval-value", "--checkpoint", str(ck), str(tv), "--symmetries", "9"]) == 2
+    assert "symmetries must be in 1..8" in capsys.readouterr().err
     # --moves: a 9x9 game is judged before move 80 (the paper's numbers are for 19x19)
     assert cli.main(["eval-value", "--checkpoint", str(ck), str(tv), "--moves", "20,10"]) == 0
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

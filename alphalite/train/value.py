@@ -175,6 +175,30 @@ def make_predict_aux(model):
     return jax.jit(predict)
 
 
+def symmetric_predict(predict, symmetries: int, aux: bool = False):
+    """``predict`` (``make_predict``'s, or ``make_predict_aux``'s with
+    ``aux``) averaged over the first ``symmetries`` of the 8 board
+    symmetries (the identity first), all images in one network call: the
+    values and scores averaged, each image's ownership mapped back to the
+    board before its average."""
+    from alphalite.nn import features
+
+    k = features.check_symmetries(symmetries)
+    if k == 1:
+        return predict
+
+    def averaged(variables, planes):
+        xs = np.stack([features.transform_planes(planes, g) for g in range(k)])  # [k, B, H, W, C]
+        out = predict(variables, xs.reshape(-1, *xs.shape[2:]))
+        if not aux:
+            return np.asarray(out).reshape(k, -1).mean(0)
+        v, own, score = (np.asarray(a).reshape(k, -1, *np.shape(a)[1:]) for a in out)
+        own = np.stack([features.transform_planes(own[g][..., None], features.inverse(g))[..., 0] for g in range(k)])
+        return v.mean(0), own.mean(0), score.mean(0)
+
+    return averaged
+
+
 def load_aux_net(checkpoint: str):
     """(info, variables, predict) of a value net with ownership and score
     heads; ``predict`` as ``make_predict_aux``. CheckpointError for another net."""
@@ -224,20 +248,21 @@ def load_value_net(checkpoint: str):
 
 def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split: str = "test",
                           influence_games: int = 0, seed: int = 0, progress: bool = False,
-                          gnugo_games: int = 0, moves=SNAPSHOT_MOVES) -> dict:
+                          gnugo_games: int = 0, moves=SNAPSHOT_MOVES, symmetries: int = 1) -> dict:
     """The `alphalite eval-value` result (one JSON-able dict).
 
     SRC is a dataset folder (value net and influence model tested on its
     ``split``, the influence model trained on its train split) or SGF
     sources, built into a temporary dataset split 80/20 by game hash like
     the paper (train / test). ``moves``: the move numbers judged (the
-    paper's by default; a 9x9 game is over before move 80)."""
+    paper's by default; a 9x9 game is over before move 80). ``symmetries``
+    > 1 judges by the net's outputs averaged over that many board symmetries."""
     import tempfile
 
     t0 = time.time()
     info, model, variables = ckpt.load_model(checkpoint, "value")
     aux = is_aux(info["model"])
-    predict = make_predict_aux(model) if aux else make_predict(model)
+    predict = symmetric_predict(make_predict_aux(model) if aux else make_predict(model), symmetries, aux)
     size, preset = int(info["board_size"]), info["preset"]
     with tempfile.TemporaryDirectory(prefix="alphalite-evalv-") as tmp:
         srcs = [str(s) for s in sources]
@@ -266,7 +291,7 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
         ref = (gnugo_reference(data, test_split, size, tests, games=gnugo_games, moves=moves, progress=progress)
                if gnugo_games else None)
     games = len(np.unique(np.concatenate([b["game"] for b in tests])))
-    out = {"checkpoint": str(checkpoint), "model": info["model"], "board_size": size,
+    out = {"checkpoint": str(checkpoint), "model": info["model"], "board_size": size, "symmetries": int(symmetries),
            "test_games": games, "positions": net.n, "snapshot_moves": list(moves),
            "value_net": _summary(net.result(), moves),
            "influence": {**_summary(base["stats"], moves), **base["train"]},
@@ -362,6 +387,7 @@ def _summary(res: dict, moves) -> dict:
 def cli_eval_value(args) -> int:
     res = eval_value_checkpoint(args.checkpoint, args.src, max_games=args.max_games, split=args.split,
                                 influence_games=args.influence_games, seed=args.seed,
-                                gnugo_games=args.gnugo_games, moves=args.moves or SNAPSHOT_MOVES)
+                                gnugo_games=args.gnugo_games, moves=args.moves or SNAPSHOT_MOVES,
+                                symmetries=args.symmetries)
     print(json.dumps(res, sort_keys=True), flush=True)
     return 0
