@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from alphalite.arena import netmatch
 from alphalite.nn import nets
 from alphalite.zero import learner
-from alphalite.zero.run import ZeroConfig, train_alphazero
+from alphalite.zero.run import ZeroConfig, start_ray, train_alphazero
 from alphalite.zero.store import Store
 from search.multigame import MultiParams
 from search.params import SearchParams
@@ -29,12 +30,24 @@ TINY_SP = SelfPlayConfig(games_at_once=2, simulations=4, max_considered=4, komi=
 
 @pytest.fixture(scope="module")
 def local_ray():
-    import logging
+    """A local Ray started the way `rl --algo alphazero` starts it, after JAX
+    has its threads (as in `make demo`); yields (ray, the warnings it raised)."""
+    import jax.numpy as jnp
 
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-    yield ray
+    pytest.importorskip("ray")
+    jnp.ones(1).block_until_ready()  # a live JAX backend: its at-fork hook now warns on every fork
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ray, started = start_ray(None, 2)
+    assert started
+    yield ray, [str(w.message) for w in caught]
     ray.shutdown()
+
+
+def test_starting_ray_after_jax_raises_no_fork_warning(local_ray):
+    # Ray forks only to exec its processes at once: JAX's deadlock warning does not apply and
+    # must not alarm the user (it did in `make demo`).
+    assert not [m for m in local_ray[1] if "os.fork()" in m]
 
 
 def test_self_play_search_params_come_from_search_params():
@@ -128,7 +141,7 @@ def test_a_net_against_itself_scores_about_half_and_a_random_net_loses():
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
-    ray = local_ray
+    ray = local_ray[0]
     work = tmp_path / "az"
     store = Store(work)
     out: dict = {}

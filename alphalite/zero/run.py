@@ -183,6 +183,7 @@ def start_ray(address: str | None, num_cpus: int | None):
     """Join ``address`` or start a local Ray (quiet, no dashboard); returns
     (ray, whether we started it)."""
     import logging
+    import warnings
 
     import ray
 
@@ -190,10 +191,14 @@ def start_ray(address: str | None, num_cpus: int | None):
         return ray, False
     kw = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
               configure_logging=True)
-    if address:
-        ray.init(address=address, **kw)
-    else:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kw)
+    with warnings.catch_warnings():
+        # Ray starts its processes by fork+exec (subprocess with a preexec_fn); nothing
+        # runs in the child before exec, so JAX's at-fork deadlock warning does not apply.
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        if address:
+            ray.init(address=address, **kw)
+        else:
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kw)
     return ray, True
 
 
