@@ -272,6 +272,37 @@ def _seen(meta, hist, bloom, h):
 
 
 @njit(cache=True, inline="always")
+def _met_before(color, head, p, W, i, c, g):
+    """Whether one of the first ``i`` neighbours of ``p`` is a stone of
+    colour ``c`` in group ``g`` (so group ``g`` is already counted)."""
+    for j in range(i):
+        m = _nb(p, W, j)
+        if color[m] == c and head[m] == g:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _xor_neighbour_groups(color, head, nxt, libs, zob, h, p, W, c, zi, in_atari_only):
+    """``h`` with the stones of every distinct group of colour ``c`` next to
+    ``p`` (only those with one liberty if ``in_atari_only``) hashed out."""
+    for i in range(4):
+        n = _nb(p, W, i)
+        if color[n] != c:
+            continue
+        g = head[n]
+        if (in_atari_only and libs[g] != 1) or _met_before(color, head, p, W, i, c, g):
+            continue
+        q = g
+        while True:
+            h ^= zob[zi, q]
+            q = nxt[q]
+            if q == g:
+                break
+    return h
+
+
+@njit(cache=True, inline="always")
 def _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone):
     if color[p] != EMPTY:
         return OCCUPIED
@@ -300,46 +331,10 @@ def _legal(color, head, nxt, libs, meta, hist, bloom, zob, p, stone):
         return LEGAL
     si = zobrist_index(stone)
     h = meta[M_HASH] ^ zob[si, p]
-    if captures:
-        oi = 1 - si
-        for i in range(4):
-            n = _nb(p, W, i)
-            if color[n] == opp:
-                g = head[n]
-                if libs[g] != 1:
-                    continue
-                dup = False
-                for j in range(i):
-                    m = _nb(p, W, j)
-                    if color[m] == opp and head[m] == g:
-                        dup = True
-                if dup:
-                    continue
-                q = g
-                while True:
-                    h ^= zob[oi, q]
-                    q = nxt[q]
-                    if q == g:
-                        break
-    if suicide:
-        h ^= zob[si, p]
-        for i in range(4):
-            n = _nb(p, W, i)
-            if color[n] == stone:
-                g = head[n]
-                dup = False
-                for j in range(i):
-                    m = _nb(p, W, j)
-                    if color[m] == stone and head[m] == g:
-                        dup = True
-                if dup:
-                    continue
-                q = g
-                while True:
-                    h ^= zob[si, q]
-                    q = nxt[q]
-                    if q == g:
-                        break
+    if captures:  # the opponent's groups in atari come off
+        h = _xor_neighbour_groups(color, head, nxt, libs, zob, h, p, W, opp, 1 - si, True)
+    if suicide:  # the stone and its own groups come off
+        h = _xor_neighbour_groups(color, head, nxt, libs, zob, h ^ zob[si, p], p, W, stone, si, False)
     if _seen(meta, hist, bloom, h):
         return SUPERKO
     return LEGAL
@@ -389,15 +384,8 @@ def _remove_group(color, head, nxt, libs, empt, epos, meta, zob, g, W):
         for i in range(4):
             n = _nb(q, W, i)
             c = color[n]
-            if c == -who:
-                hn = head[n]
-                dup = False
-                for j in range(i):
-                    m = _nb(q, W, j)
-                    if color[m] == -who and head[m] == hn:
-                        dup = True
-                if not dup:
-                    libs[hn] += 1
+            if c == -who and not _met_before(color, head, q, W, i, -who, head[n]):
+                libs[head[n]] += 1
         q = nxt[q]
         if q == g:
             break
