@@ -539,3 +539,99 @@ def test_aux_heads_train_on_a_fixed_value_net(tmp_path):
                                                 data=str(tmp_path)), tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
 
+
+
+def test_pv_net_learns_the_move_and_the_winner_on_one_trunk():
+    """--task pv's step: one trunk learns the expert move (here: a corner
+    when black is ahead, the centre otherwise), the winner and the
+    ownership together."""
+    planes, y = _synthetic_5x5(512, 0)
+    stones = planes[..., 0:4].sum(-1) - planes[..., 4:8].sum(-1)
+    moves = np.where(y > 0, 0, 12).astype(np.int32)
+    model = nets.make_model("b1c8_aux_pv", 5, 17)
+    state = loop.create_state(model, optax.adam(3e-3), jax.random.PRNGKey(0))
+    step = train.make_pv_train_step(masked=True, value_weight=1.0, aux=True)
+    rng = np.random.default_rng(0)
+    batch_of = lambda idx: {"planes": planes[idx], "moves": moves[idx], "legal": np.ones((len(idx), 26), bool),  # noqa: E731
+                            "outcomes": y[idx], "to_play": np.ones(len(idx), np.int8),
+                            "ownership": stones[idx].astype(np.int8),
+                            "score": np.where(idx % 2 == 0, stones[idx].sum((1, 2)), np.nan).astype(np.float32)}
+    for _ in range(400):
+        state, m = step(state, batch_of(rng.integers(0, len(y), 64)))
+    assert {"policy_loss", "value_loss", "ownership_loss", "accuracy", "value_accuracy"} <= set(m)
+    variables = loop.variables_of(state)
+    logp = np.asarray(train.make_predict(model)(variables, planes, np.ones((len(y), 26), bool)))
+    assert (logp.argmax(-1) == moves).mean() > 0.85
+    v, own, _ = (np.asarray(a) for a in value.make_predict_aux(model)(variables, planes))
+    assert ((v > 0) == (y > 0)).mean() > 0.85
+    assert ((own > 0) == (stones > 0))[stones != 0].mean() > 0.9  # 0.5 by chance
+    np.testing.assert_array_equal(np.asarray(value.make_predict(model)(variables, planes)), v)  # the same head
+    # the plain *_pv net: MSE on the winner
+    plain = loop.create_state(nets.make_model("b1c8_pv", 5, 17), optax.adam(3e-3), jax.random.PRNGKey(0))
+    plain_step = train.make_pv_train_step(masked=True, value_weight=1.0, aux=False)
+    for _ in range(200):
+        plain, m = plain_step(plain, {k: b for k, b in batch_of(rng.integers(0, len(y), 64)).items()
+                                      if k in ("planes", "moves", "legal", "outcomes")})
+    assert m["value_accuracy"] > 0.85 and m["accuracy"] > 0.85
+
+
+def test_a_pv_run_starts_from_the_policy_net_it_extends(tmp_path):
+    """--init with a bNcM policy net for a bNcM_aux_pv run: its trunk and
+    policy head, batch statistics included; the value, ownership and score
+    heads keep their fresh weights. Nets the model does not extend are refused."""
+    assert train.extends("b6c64_aux_pv", "b6c64") and train.extends("b6c64_aux_pv", "b6c64_pv")
+    assert train.extends("b6c64_pv", "b6c64") and train.extends("b6c64_aux_value", "b6c64_value")
+    for model, base in (("b6c64_pv", "b6c64_aux_pv"), ("b6c64_pv", "b6c64_value"), ("b6c64_pv", "b4c64"),
+                        ("b6c64_aux_value", "b6c64"), ("b6c64", "b6c64_pv")):
+        assert not train.extends(model, base), (model, base)
+    pol = nets.make_model("b1c8", 9, 17)
+    src = jax.tree_util.tree_map(np.asarray, nets.init_variables(pol, jax.random.PRNGKey(1)))
+    src["batch_stats"] = jax.tree_util.tree_map(lambda x: x + 0.5, src["batch_stats"])
+    ck = checkpoint.export_model(tmp_path / "p", src, {"model": "b1c8", "board_size": 9, "preset": "default",
+                                                       "kind": "policy"})
+    info = {"model": "b1c8_aux_pv", "board_size": 9, "preset": "default", "kind": "policy_value"}
+    state = loop.create_state(nets.make_model("b1c8_aux_pv", 9, 17), optax.sgd(1e-3), jax.random.PRNGKey(0))
+    got = train.init_from(state, str(ck), info)
+    for coll in ("params", "batch_stats"):
+        new, fresh = getattr(got, coll), getattr(state, coll)
+        for k in new:
+            want = src[coll][k] if k in src[coll] else fresh[k]
+            for a, b in zip(jax.tree_util.tree_leaves(new[k]), jax.tree_util.tree_leaves(want)):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert set(src["params"]) < set(got.params) and "own_out" in got.params
+    with pytest.raises(ValueError, match="or a net this model extends"):
+        train.init_from(state, str(ck), {**info, "preset": "alphago40"})
+
+
+@pytest.mark.slow
+def test_pv_task_trains_exports_and_is_judged_by_both_evaluations(sample_data, tmp_path, capsys):
+    """`alphalite sl --task pv` from a policy net: validation records both
+    heads' metrics, the export is a policy-value net, and eval-value and
+    eval-policy judge it. A model that is not a *_pv net is refused before
+    the work folder is made."""
+    from alphalite import cli
+
+    pol = nets.make_model("b1c4", 19, 17)
+    src = jax.tree_util.tree_map(np.asarray, nets.init_variables(pol, jax.random.PRNGKey(1)))
+    ck = checkpoint.export_model(tmp_path / "p", src, {"model": "b1c4", "board_size": 19, "preset": "default",
+                                                       "kind": "policy"})
+    run = tmp_path / "run"
+    args = ["sl", "--task", "pv", "--data", str(sample_data), "--init", str(ck), "--batch-size", "16",
+            "--optimizer", "adam", "--learning-rate", "1e-3", "--schedule", "constant", "--warmup-steps", "1",
+            "--total-steps", "4", "--eval-every", "4", "--eval-positions", "64", "--checkpoint-every", "2",
+            "--log-every", "2", "--per-game", "4", "--quiet"]
+    assert cli.main([*args, "--model", "b1c4_aux_value", "--workdir", str(tmp_path / "bad")]) == 2
+    assert "policy-value nets in _pv" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    assert cli.main([*args, "--model", "b1c4_aux_pv", "--workdir", str(run)]) == 0
+    evals = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "val_mse" in r]
+    assert evals[-1]["step"] == 4 and 0.0 <= evals[-1]["val_top1"] <= 1.0 and 0.0 <= evals[-1]["val_mse"] <= 4.0
+    assert "val_ownership_accuracy" in evals[-1]
+    assert json.loads((run / "config.json").read_text())["kind"] == "policy_value"
+    assert cli.main(["export", str(run), "--out", str(tmp_path / "pv")]) == 0
+    capsys.readouterr()
+    assert cli.main(["eval-value", "--checkpoint", str(tmp_path / "pv"), str(sample_data), "--max-games", "6",
+                     "--influence-games", "20"]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["model"] == "b1c4_aux_pv" and res["value_net"]["n_30"] > 0 and "ownership_accuracy" in res["value_net"]
+    ev = train.evaluate_checkpoint(str(tmp_path / "pv"), [str(sample_data)], max_games=3)
+    assert ev["positions"] > 100 and 0.0 <= ev["top1"] <= 1.0 and ev["illegal_top1"] == 0

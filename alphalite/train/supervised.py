@@ -62,15 +62,19 @@ class SLConfig:
     precision: str = field("float32", "the net's computation dtype in training (its parameters stay float32): "
                            "bfloat16 for a GPU's matrix units", ("float32", "bfloat16"))
     task: str = field("policy", "policy: predict expert moves; value: predict the winner (MSE, "
-                      "a *_value model such as b4c32_value)", ("policy", "value"))
-    per_game: int = field(0, "value task: positions drawn per game each epoch (0 = all; AlphaGo: 1)")
+                      "a *_value model such as b4c32_value); pv: both on one trunk, each position's move and "
+                      "its game's outcome (a *_pv model; *_aux_pv adds ownership and score)", ("policy", "value", "pv"))
+    value_weight: float = field(1.0, "pv task: weight of the value loss (and of the ownership and score "
+                                "terms) beside the policy's cross-entropy")
+    per_game: int = field(0, "value and pv tasks: positions drawn per game each epoch (0 = all; AlphaGo: 1)")
     marked_only: bool = field(False, "value task: only the marked position of each game "
                               "(value self-play data: after the random move)")
     init_trunk: str = field("", "checkpoint whose ResNet trunk (same blocks, channels, preset) "
                             "initialises a new run, e.g. the SL policy for a value net")
     init: str = field("", "checkpoint of the same model and preset whose every weight initialises a new "
-                      "run (fine-tuning a net on other games); for a *_aux_value net also the *_value net "
-                      "it extends (trunk and winner head; ownership and score heads fresh)")
+                      "run (fine-tuning a net on other games), or a net the model extends: for a *_aux_value "
+                      "net its *_value net, for a bNcM_pv or bNcM_aux_pv net the bNcM policy net (and "
+                      "bNcM_pv); the parts it lacks start fresh")
     heads_only: bool = field(False, "aux value task: train only the ownership and score heads, on the games "
                              "with those targets; the trunk and winner head stay as --init gave them")
 
@@ -147,13 +151,56 @@ def make_train_step(masked: bool):
     return jax.jit(train_step, donate_argnums=0)
 
 
+def make_pv_train_step(masked: bool, value_weight: float, aux: bool):
+    """jitted ``(state, batch) -> (state, metrics)`` for a policy-value net
+    (``*_pv``; ``aux``: ``*_aux_pv``) on expert games: the move's
+    cross-entropy plus ``value_weight`` times the value net's loss on the
+    game's outcome (MSE, or with ``aux`` KataGo's winner, ownership and score
+    terms, ``train.value.aux_loss``), KataGo's way of training both heads on
+    one trunk. ``accuracy`` is the policy's top-1, ``value_accuracy`` the
+    winner's sign. Batch keys: planes, moves, legal, outcomes (+ to_play,
+    ownership, score with ``aux``); state donated."""
+    import jax
+    import jax.numpy as jnp
+
+    from alphalite.train import value as value_lib
+
+    def train_step(state, batch):
+        def loss_fn(params):
+            variables = {"params": params, "batch_stats": state.batch_stats}
+            (logits, out), updates = state.apply_fn(variables, batch["planes"], train=True, aux=aux,
+                                                    mutable=["batch_stats"])
+            logp = _log_probs(logits, batch["legal"], masked)
+            pol = -jnp.take_along_axis(logp, batch["moves"][:, None], axis=1)[:, 0].mean()
+            if aux:
+                val, parts = value_lib.aux_loss(out, batch)
+                v = out["value"]
+            else:
+                v = out
+                val = jnp.mean((v - batch["outcomes"]) ** 2)
+                parts = {"value_loss": val}
+            return pol + value_weight * val, (logp, v, {**parts, "policy_loss": pol}, updates)
+
+        (loss, (logp, v, parts, updates)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        state, m = apply_update(state, grads, updates, loss)
+        acc = (jnp.argmax(jnp.where(batch["legal"], logp, -jnp.inf), axis=-1) == batch["moves"]).mean()
+        return state, {**m, **parts, "accuracy": acc,
+                       "value_accuracy": jnp.mean((v > 0) == (batch["outcomes"] > 0))}
+
+    return jax.jit(train_step, donate_argnums=0)
+
+
 def make_predict(model, masked: bool = True):
     """jitted (variables, planes, legal) -> masked log-probabilities [B, A]."""
     import jax
 
+    from alphalite.nn import nets
+
+    pv = isinstance(model, nets.ResNetPolicyValue)
+
     def predict(variables, planes, legal):
         logits = model.apply(variables, planes, train=False)
-        return _log_probs(logits, legal, masked)
+        return _log_probs(logits[0] if pv else logits, legal, masked)
 
     return jax.jit(predict)
 
@@ -234,25 +281,39 @@ def init_trunk_from(state, checkpoint: str, preset: str):
     return commit(state.replace(params=params, batch_stats=stats, opt_state=state.tx.init(params)))
 
 
+# A net that holds some of another's parts under the same names: suffix of
+# the run's model -> suffixes of the nets it may start from (same bNcM).
+EXTENDS = {"_aux_value": ("_value",), "_aux_pv": ("", "_pv"), "_pv": ("",)}
+
+
+def extends(model: str, base: str) -> bool:
+    """Whether ``model`` extends ``base`` (``EXTENDS``): a ``bNcM_aux_value``
+    net its ``bNcM_value`` net, a ``bNcM_pv`` net the ``bNcM`` policy net, a
+    ``bNcM_aux_pv`` net either."""
+    for suffix, bases in EXTENDS.items():
+        if model.endswith(suffix):
+            return any(base == model[: -len(suffix)] + b for b in bases)
+    return False
+
+
 def init_from(state, checkpoint: str, info: dict):
     """``state`` with every weight and batch statistic of ``checkpoint``, a
-    net of the same model, board size and preset (fine-tuning), or for a
-    ``bNcM_aux_value`` run the ``bNcM_value`` net it extends (its trunk and
-    winner head; the ownership and score heads stay fresh); a fresh
-    optimizer state."""
+    net of the same model, board size and preset (fine-tuning), or a net
+    the run's model extends (``extends``: its parts by name; the heads it
+    lacks stay fresh); a fresh optimizer state."""
     import jax
 
     src_info, variables = ckpt.load_variables(checkpoint)
     theirs = {k: src_info.get(k) for k in ("model", "board_size", "preset")}
     ours = {k: info[k] for k in theirs}
-    extends = str(ours["model"]).endswith("_aux_value") and theirs["model"] == ours["model"].replace("_aux_value",
-                                                                                                     "_value")
-    if theirs != ours and not (extends and theirs["board_size"] == ours["board_size"]
+    part = extends(str(ours["model"]), str(theirs["model"]))
+    if theirs != ours and not (part and theirs["board_size"] == ours["board_size"]
                                and theirs["preset"] == ours["preset"]):
-        raise ValueError(f"--init {checkpoint} is {theirs}, this run {ours}: the same model, size and preset needed")
+        raise ValueError(f"--init {checkpoint} is {theirs}, this run {ours}: the same model, size and preset needed "
+                         "(or a net this model extends)")
     params = jax.tree_util.tree_map(np.asarray, variables["params"])
     stats = variables.get("batch_stats", {})
-    if extends:  # the value net's parts, by name; the aux heads keep their fresh weights
+    if part:  # the smaller net's parts, by name; the heads it lacks keep their fresh weights
         params = {**state.params, **params}
         stats = {**state.batch_stats, **stats}
     shapes = lambda tree: jax.tree_util.tree_map(np.shape, tree)  # noqa: E731
@@ -281,15 +342,17 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     size = cfg.board_size
     num_actions = size * size + 1
     planes = features.num_planes(cfg.preset)
-    is_value = cfg.task == "value"
-    if is_value != cfg.model.endswith("_value"):
-        raise ValueError(f"task {cfg.task} cannot train model {cfg.model!r}: value nets end in _value")
+    is_value, is_pv = cfg.task == "value", cfg.task == "pv"
+    if is_value != cfg.model.endswith("_value") or is_pv != cfg.model.endswith("_pv"):
+        raise ValueError(f"task {cfg.task} cannot train model {cfg.model!r}: value nets end in _value, "
+                         "policy-value nets in _pv")
     if cfg.init and cfg.init_trunk:
         raise ValueError("--init and --init-trunk both initialise the trunk: give one")
     if cfg.heads_only and not (cfg.model.endswith("_aux_value") and cfg.init):
         raise ValueError("--heads-only trains the ownership and score heads of a *_aux_value model on a net "
                          "given by --init (a *_value net or an aux net)")
-    info = {"model": cfg.model, "board_size": size, "preset": cfg.preset, "kind": cfg.task}
+    info = {"model": cfg.model, "board_size": size, "preset": cfg.preset,
+            "kind": "policy_value" if is_pv else cfg.task}
 
     opts = {"dtype": jnp.bfloat16} if cfg.precision == "bfloat16" else {}
     model = nets.make_model(cfg.model, size, planes, **opts, **({"heads_only": True} if cfg.heads_only else {}))
@@ -297,7 +360,16 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     rng = jax.random.PRNGKey(cfg.seed)
     state = create_state(model, tx, rng)
     aux = False
-    if is_value:
+    if is_pv:
+        from alphalite.train import value as value_lib
+
+        aux = nets.has_ownership(model)
+        train_step = make_pv_train_step(cfg.masked, cfg.value_weight, aux)
+        predict, predict_moves = value_lib.make_predict_any(model), make_predict(model, cfg.masked)
+        batch_keys = ("moves", "legal") + (value_lib.AUX_BATCH_KEYS if aux else ("planes", "outcomes"))
+        select = value_lib.position_filter(cfg.marked_only)
+        val_select = value_lib.position_filter(cfg.marked_only, validation=True)
+    elif is_value:
         from alphalite.train import value as value_lib
 
         aux = value_lib.is_aux(cfg.model)
@@ -332,8 +404,10 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     if mgr.latest_step() is not None and (workdir / "config.json").exists():
         _check_resume(cfg, workdir)
     # the best net: by validation MSE, top-1, or (the winner fixed) ownership accuracy
-    best_key = "best_val_ownership" if cfg.heads_only else "best_val_neg_mse" if is_value else "best_val_top1"
-    meta = {"step": 0, best_key: -1e9 if is_value else -1.0, "seconds": 0.0}
+    # (a policy-value net by its value: its policy starts from a trained one, the value is what it adds)
+    best_key = ("best_val_ownership" if cfg.heads_only else "best_val_neg_mse" if is_value or is_pv
+                else "best_val_top1")
+    meta = {"step": 0, best_key: -1e9 if is_value or is_pv else -1.0, "seconds": 0.0}
     restored = ckpt.restore(mgr, state)
     if restored is not None:
         state, meta = restored
@@ -357,7 +431,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         ckpt.save(kind_mgr, step, state, dict(meta))
 
     def run_eval():
-        if is_value:
+        if is_value or is_pv:
             res = value_lib.evaluate(predict, variables_of(state), val_batches(), cfg.eval_positions, aux=aux)
             rec = {"step": step, "val_mse": res["mse"], "val_accuracy": res["accuracy"],
                    "val_positions": res["positions"]}
@@ -367,6 +441,11 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
             score, curves = -res["mse"], (["loss", "val_mse"], ["accuracy", "val_accuracy"])
             if cfg.heads_only:
                 score, curves = res["ownership_accuracy"], (["ownership_loss"], ["val_ownership_accuracy"])
+            if is_pv:
+                pol = evaluate(predict_moves, variables_of(state), val_batches(), num_actions, cfg.eval_positions)
+                rec.update(val_top1=pol["top1"], val_top5=pol["top5"], val_nll=pol["nll"])
+                curves = (["policy_loss", "value_loss", "val_mse", "val_nll"],
+                          ["accuracy", "value_accuracy", "val_accuracy", "val_top1"])
         else:
             res = evaluate(predict, variables_of(state), val_batches(), num_actions, cfg.eval_positions)
             rec = {"step": step, "val_top1": res["top1"], "val_top5": res["top5"], "val_nll": res["nll"],
@@ -383,7 +462,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
 
     start = time.time()
     seconds0 = float(meta.get("seconds", 0.0))
-    sums = ("loss", "accuracy", "grad_norm") + (("value_loss", "ownership_loss", "score_mae", "known") if aux else ())
+    sums = ("loss", "accuracy", "grad_norm") + (("value_loss", "ownership_loss", "score_mae", "known") if aux else ()) \
+        + (("policy_loss", "value_accuracy") + (() if aux else ("value_loss",)) if is_pv else ())
     window = {**dict.fromkeys(sums, 0.0), "n": 0, "t": time.time()}
     last = {}
     bar = tqdm(total=cfg.total_steps, initial=step, desc="sl", unit="step", disable=not progress,
@@ -500,7 +580,7 @@ def evaluate_checkpoint(checkpoint: str, sources: list[str], *, max_games: int =
         if symmetries != 1:
             raise ValueError(f"{checkpoint} is a pattern policy: symmetries are averaged for networks only")
         return _evaluate_patterns(checkpoint, model_dir, sources, max_games=max_games, split=split)
-    info, model, variables = ckpt.load_model(checkpoint, "policy")
+    info, model, variables = ckpt.load_model(checkpoint, ("policy", "policy_value"))
     size, preset = int(info["board_size"]), info.get("preset", "default")
     predict = symmetric_predict(make_predict(model, masked=True), symmetries)
     with tempfile.TemporaryDirectory(prefix="alphalite-eval-") as tmp:

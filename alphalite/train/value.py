@@ -149,10 +149,27 @@ def make_aux_train_step():
 
 
 def make_predict(model):
-    """jitted ``(variables, planes [B,H,W,C]) -> v [B]``."""
+    """jitted ``(variables, planes [B,H,W,C]) -> v [B]``: a value net's, or a
+    policy-value net's value head."""
     import jax
 
-    return jax.jit(lambda variables, planes: model.apply(variables, planes, train=False))
+    from alphalite.nn import nets
+
+    pv = isinstance(model, nets.ResNetPolicyValue)
+
+    def predict(variables, planes):
+        out = model.apply(variables, planes, train=False)
+        return out[1] if pv else out
+
+    return jax.jit(predict)
+
+
+def make_predict_any(model):
+    """``make_predict_aux``'s for a net with ownership and score heads (what
+    ``evaluate(..., aux=True)`` and ``update`` take), else ``make_predict``'s."""
+    from alphalite.nn import nets
+
+    return make_predict_aux(model) if nets.has_ownership(model) else make_predict(model)
 
 
 def make_predict_aux(model):
@@ -259,10 +276,12 @@ def eval_value_checkpoint(checkpoint: str, sources, *, max_games: int = 0, split
     > 1 judges by the net's outputs averaged over that many board symmetries."""
     import tempfile
 
+    from alphalite.nn import nets
+
     t0 = time.time()
-    info, model, variables = ckpt.load_model(checkpoint, "value")
-    aux = is_aux(info["model"])
-    predict = symmetric_predict(make_predict_aux(model) if aux else make_predict(model), symmetries, aux)
+    info, model, variables = ckpt.load_model(checkpoint, ("value", "policy_value"))
+    aux = nets.has_ownership(model)
+    predict = symmetric_predict(make_predict_any(model), symmetries, aux)
     size, preset = int(info["board_size"]), info["preset"]
     with tempfile.TemporaryDirectory(prefix="alphalite-evalv-") as tmp:
         srcs = [str(s) for s in sources]
