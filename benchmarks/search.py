@@ -136,17 +136,18 @@ def bench_search(net_fn, params, state, batch, seconds, preset):
     return visits / wall, 1.0 - timed["t"] / wall
 
 
-def bench_engines(size, seconds, inference="auto"):
-    """The engine's searches (mcts, apv) with its default nets, as the GTP engine builds them."""
+def bench_engines(size, seconds, inference="auto", nets_=None):
+    """The engine's searches (mcts, apv) with its default nets (or ``nets_``:
+    (policy or policy-value net, value net or None)), as the GTP engine builds them."""
     from alphalite.engine import players
     from alphalite.nn.checkpoint import DEFAULT_NETS
     from search.evaluators import net_evaluator
     from search.params import SearchParams
     from search.rollout import PatternPolicy
 
-    net = players.load_net(*DEFAULT_NETS[size], inference=inference)
+    net = players.load_net(*(nets_ or DEFAULT_NETS[size]), inference=inference)
     state = _positions(size, 1, seed=2)[0]
-    out = {"inference": net.inference}
+    out = {"inference": net.inference, "nets": list(nets_ or DEFAULT_NETS[size])}
     sp = SearchParams()  # the engine's defaults: lambda 0.5, leaf batch 8
     ev = net_evaluator(net.net_fn, has_value=True, lam=sp.lam, preset=net.preset, pad_to=sp.batch_size)
     mcts = players.MctsPlayer(ev, net.params, search_params=sp)
@@ -183,7 +184,14 @@ def main():
     p.add_argument("--preset", default="default")
     p.add_argument("--only-engines", action="store_true", help="measure only the engine's searches (shipped nets)")
     p.add_argument("--inference", default="auto", help="where the engine searches run the nets (alphalite gtp --inference)")
+    p.add_argument("--engine-nets", default=None, metavar="NET[,VALUE]",
+                   help="the engine searches' nets instead of the shipped defaults: a policy net and a value net, "
+                        "or one policy-value net (one size in --sizes)")
     args = p.parse_args()
+    engine_nets = None
+    if args.engine_nets:
+        names = args.engine_nets.split(",")
+        engine_nets = (names[0], names[1] if len(names) > 1 else None)
 
     import jax
     import jax.numpy as jnp
@@ -198,7 +206,8 @@ def main():
     from inference import cpu_name
 
     out["cpu"] = cpu_name()
-    out["engines"] = {f"{n}x{n}": bench_engines(n, args.seconds, args.inference) for n in [int(s) for s in args.sizes.split(",")]}
+    out["engines"] = {f"{n}x{n}": bench_engines(n, args.seconds, args.inference, engine_nets)
+                      for n in [int(s) for s in args.sizes.split(",")]}
     if args.only_engines:
         print(json.dumps(out))
         return
