@@ -578,27 +578,30 @@ def test_pv_net_learns_the_move_and_the_winner_on_one_trunk():
 def test_a_pv_run_starts_from_the_policy_net_it_extends(tmp_path):
     """--init with a bNcM policy net for a bNcM_aux_pv run: its trunk and
     policy head, batch statistics included; the value, ownership and score
-    heads keep their fresh weights. Nets the model does not extend are refused."""
+    heads keep their fresh weights; from a bNcM_aux_value net, all but the
+    policy head. Nets the model does not extend are refused."""
     assert train.extends("b6c64_aux_pv", "b6c64") and train.extends("b6c64_aux_pv", "b6c64_pv")
     assert train.extends("b6c64_pv", "b6c64") and train.extends("b6c64_aux_value", "b6c64_value")
-    for model, base in (("b6c64_pv", "b6c64_aux_pv"), ("b6c64_pv", "b6c64_value"), ("b6c64_pv", "b4c64"),
+    assert train.extends("b6c64_aux_pv", "b6c64_aux_value") and train.extends("b6c64_pv", "b6c64_value")
+    for model, base in (("b6c64_pv", "b6c64_aux_pv"), ("b6c64_pv", "b6c64_aux_value"), ("b6c64_pv", "b4c64"),
                         ("b6c64_aux_value", "b6c64"), ("b6c64", "b6c64_pv")):
         assert not train.extends(model, base), (model, base)
-    pol = nets.make_model("b1c8", 9, 17)
-    src = jax.tree_util.tree_map(np.asarray, nets.init_variables(pol, jax.random.PRNGKey(1)))
-    src["batch_stats"] = jax.tree_util.tree_map(lambda x: x + 0.5, src["batch_stats"])
-    ck = checkpoint.export_model(tmp_path / "p", src, {"model": "b1c8", "board_size": 9, "preset": "default",
-                                                       "kind": "policy"})
     info = {"model": "b1c8_aux_pv", "board_size": 9, "preset": "default", "kind": "policy_value"}
     state = loop.create_state(nets.make_model("b1c8_aux_pv", 9, 17), optax.sgd(1e-3), jax.random.PRNGKey(0))
-    got = train.init_from(state, str(ck), info)
-    for coll in ("params", "batch_stats"):
-        new, fresh = getattr(got, coll), getattr(state, coll)
-        for k in new:
-            want = src[coll][k] if k in src[coll] else fresh[k]
-            for a, b in zip(jax.tree_util.tree_leaves(new[k]), jax.tree_util.tree_leaves(want)):
-                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert set(src["params"]) < set(got.params) and "own_out" in got.params
+    for name, kind, own in (("b1c8", "policy", "own_out"), ("b1c8_aux_value", "value", "policy_dense")):
+        src = jax.tree_util.tree_map(np.asarray, nets.init_variables(nets.make_model(name, 9, 17),
+                                                                     jax.random.PRNGKey(1)))
+        src["batch_stats"] = jax.tree_util.tree_map(lambda x: x + 0.5, src["batch_stats"])
+        ck = checkpoint.export_model(tmp_path / name, src, {"model": name, "board_size": 9, "preset": "default",
+                                                            "kind": kind})
+        got = train.init_from(state, str(ck), info)
+        for coll in ("params", "batch_stats"):
+            new, fresh = getattr(got, coll), getattr(state, coll)
+            for k in new:
+                want = src[coll][k] if k in src[coll] else fresh[k]
+                for a, b in zip(jax.tree_util.tree_leaves(new[k]), jax.tree_util.tree_leaves(want)):
+                    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert set(src["params"]) < set(got.params) and own in got.params and own not in src["params"]
     with pytest.raises(ValueError, match="or a net this model extends"):
         train.init_from(state, str(ck), {**info, "preset": "alphago40"})
 

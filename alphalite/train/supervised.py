@@ -73,8 +73,8 @@ class SLConfig:
                             "initialises a new run, e.g. the SL policy for a value net")
     init: str = field("", "checkpoint of the same model and preset whose every weight initialises a new "
                       "run (fine-tuning a net on other games), or a net the model extends: for a *_aux_value "
-                      "net its *_value net, for a bNcM_pv or bNcM_aux_pv net the bNcM policy net (and "
-                      "bNcM_pv); the parts it lacks start fresh")
+                      "net its *_value net, for a bNcM_pv or bNcM_aux_pv net the bNcM policy net or a bNcM "
+                      "value net; the parts it lacks start fresh")
     heads_only: bool = field(False, "aux value task: train only the ownership and score heads, on the games "
                              "with those targets; the trunk and winner head stay as --init gave them")
 
@@ -283,13 +283,14 @@ def init_trunk_from(state, checkpoint: str, preset: str):
 
 # A net that holds some of another's parts under the same names: suffix of
 # the run's model -> suffixes of the nets it may start from (same bNcM).
-EXTENDS = {"_aux_value": ("_value",), "_aux_pv": ("", "_pv"), "_pv": ("",)}
+EXTENDS = {"_aux_value": ("_value",), "_aux_pv": ("", "_pv", "_value", "_aux_value"), "_pv": ("", "_value")}
 
 
 def extends(model: str, base: str) -> bool:
     """Whether ``model`` extends ``base`` (``EXTENDS``): a ``bNcM_aux_value``
-    net its ``bNcM_value`` net, a ``bNcM_pv`` net the ``bNcM`` policy net, a
-    ``bNcM_aux_pv`` net either."""
+    net its ``bNcM_value`` net; a ``bNcM_pv`` net the ``bNcM`` policy net or
+    the ``bNcM_value`` net (trunk and winner head), a ``bNcM_aux_pv`` net
+    those, the ``bNcM_pv`` net and the ``bNcM_aux_value`` net."""
     for suffix, bases in EXTENDS.items():
         if model.endswith(suffix):
             return any(base == model[: -len(suffix)] + b for b in bases)
