@@ -374,12 +374,11 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         from alphalite.train import value as value_lib
 
         aux = value_lib.is_aux(cfg.model)
+        predict = value_lib.make_predict_any(model)
         if aux:
-            train_step, predict = value_lib.make_aux_train_step(), value_lib.make_predict_aux(model)
-            batch_keys = value_lib.AUX_BATCH_KEYS
+            train_step, batch_keys = value_lib.make_aux_train_step(), value_lib.AUX_BATCH_KEYS
         else:
-            train_step, predict = value_lib.make_train_step(), value_lib.make_predict(model)
-            batch_keys = ("planes", "outcomes")
+            train_step, batch_keys = value_lib.make_train_step(), ("planes", "outcomes")
         select = value_lib.position_filter(cfg.marked_only, counted_only=cfg.heads_only)
         val_select = value_lib.position_filter(cfg.marked_only, validation=True, counted_only=cfg.heads_only)
     else:
