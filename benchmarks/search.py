@@ -145,9 +145,10 @@ def bench_engines(size, seconds, inference="auto", nets_=None):
     from search.params import SearchParams
     from search.rollout import PatternPolicy
 
-    net = players.load_net(*(nets_ or DEFAULT_NETS[size]), inference=inference)
+    pair = nets_ or DEFAULT_NETS[size]
+    net = players.load_net(*pair, inference=inference)
     state = _positions(size, 1, seed=2)[0]
-    out = {"inference": net.inference, "nets": list(nets_ or DEFAULT_NETS[size])}
+    out = {"inference": net.inference, "nets": list(pair)}
     sp = SearchParams()  # the engine's defaults: lambda 0.5, leaf batch 8
     ev = net_evaluator(net.net_fn, has_value=True, lam=sp.lam, preset=net.preset, pad_to=sp.batch_size)
     mcts = players.MctsPlayer(ev, net.params, search_params=sp)

@@ -360,27 +360,20 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     tx, schedule = make_optimizer(cfg)
     rng = jax.random.PRNGKey(cfg.seed)
     state = create_state(model, tx, rng)
-    aux = False
-    if is_pv:
+    aux = nets.has_ownership(model)
+    if is_value or is_pv:
         from alphalite.train import value as value_lib
 
-        aux = nets.has_ownership(model)
-        train_step = make_pv_train_step(cfg.masked, cfg.value_weight, aux)
-        predict, predict_moves = value_lib.make_predict_any(model), make_predict(model, cfg.masked)
-        batch_keys = ("moves", "legal") + (value_lib.AUX_BATCH_KEYS if aux else ("planes", "outcomes"))
-        select = value_lib.position_filter(cfg.marked_only)
-        val_select = value_lib.position_filter(cfg.marked_only, validation=True)
-    elif is_value:
-        from alphalite.train import value as value_lib
-
-        aux = value_lib.is_aux(cfg.model)
         predict = value_lib.make_predict_any(model)
-        if aux:
-            train_step, batch_keys = value_lib.make_aux_train_step(), value_lib.AUX_BATCH_KEYS
-        else:
-            train_step, batch_keys = value_lib.make_train_step(), ("planes", "outcomes")
+        value_keys = value_lib.AUX_BATCH_KEYS if aux else ("planes", "outcomes")
         select = value_lib.position_filter(cfg.marked_only, counted_only=cfg.heads_only)
         val_select = value_lib.position_filter(cfg.marked_only, validation=True, counted_only=cfg.heads_only)
+    if is_pv:
+        train_step = make_pv_train_step(cfg.masked, cfg.value_weight, aux)
+        predict_moves, batch_keys = make_predict(model, cfg.masked), ("moves", "legal") + value_keys
+    elif is_value:
+        train_step = value_lib.make_aux_train_step() if aux else value_lib.make_train_step()
+        batch_keys = value_keys
     else:
         train_step, predict = make_train_step(cfg.masked), make_predict(model, cfg.masked)
         batch_keys, select, val_select = ("planes", "moves", "legal"), {}, {}
