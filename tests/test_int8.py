@@ -15,7 +15,7 @@ import pytest
 
 from alphalite.engine import players
 from alphalite.go import board
-from alphalite.nn import checkpoint, int8, onnx_export
+from alphalite.nn import checkpoint, features, int8, onnx_export
 
 
 @pytest.fixture
@@ -172,7 +172,8 @@ def test_an_unwritable_cache_costs_the_cache_only(tmp_path, monkeypatch):
 def test_self_play_planes_cover_the_game(cache):
     fp = onnx_export.session(*checkpoint.load_model("az9", "policy_value")[1:])
     planes = int8.self_play_planes(lambda x: fp.run(None, {"planes": x})[0], 9, "default", games=4, every=2)
-    assert planes.shape == (4 * 32, 9, 9, planes.shape[-1])  # 64 moves (0.8 * 81), every 2nd and planes.dtype == np.float32
+    # 4 games of 64 moves (0.8 * 81), every 2nd position
+    assert planes.shape == (4 * 32, 9, 9, features.num_planes("default")) and planes.dtype == np.float32
     stones = planes[:, :, :, :8].sum(axis=(1, 2, 3))  # own and opponent stones
     assert stones.min() == 0 and stones.max() >= 20  # empty boards and full-ish ones
 

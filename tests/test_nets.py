@@ -296,6 +296,8 @@ def test_bfloat16_inference_keeps_float32_params_and_outputs():
     a = f32.apply(variables, x)
     b = bf16.apply(variables, x)
     assert b.dtype == jnp.float32
+    assert "bf16" in str(jax.make_jaxpr(lambda v, x: bf16.apply(v, x))(variables, x))  # it computes in bfloat16
+    assert not np.array_equal(a, b)
     np.testing.assert_allclose(a, b, atol=0.1 * float(jnp.abs(a).max()) + 0.05)
 
 

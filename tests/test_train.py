@@ -3,6 +3,7 @@ the shipped sample, resume after kill -9, Ctrl-C, and eval-policy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -405,6 +406,9 @@ def test_bfloat16_training_gives_a_float32_net(sample_data, tmp_path):
                          learning_rate=1e-3, precision="bfloat16")
     res = train.train_and_evaluate(cfg, tmp_path / "run", progress=False)
     assert res["step"] == 6 and np.isfinite(res["loss"]) and 0.0 <= res["val_top1"] <= 1.0
+    # the same run in float32: the same batches, so only the arithmetic's precision tells the losses apart
+    f32 = train.train_and_evaluate(dataclasses.replace(cfg, precision="float32"), tmp_path / "f32", progress=False)
+    assert res["loss"] != f32["loss"] and abs(res["loss"] - f32["loss"]) < 0.05 * f32["loss"], (res, f32)
     state, _ = _params(tmp_path / "run")
     kept = (state["params"], state["batch_stats"])
     assert {np.asarray(x).dtype for x in jax.tree_util.tree_leaves(kept)} == {np.dtype(np.float32)}
