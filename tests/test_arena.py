@@ -249,13 +249,11 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
                      str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "program not found" in err and len(err.strip().splitlines()) == 1
-    assert cli.main(["arena", "--engine", "x=a", "--engine", "y=b", "--time", "z=1/1/1", "--out",
-                     str(tmp_path)]) == 2
-    assert cli.main(["arena", "--engine", "x=a", "--engine", "y=b", "--sprt", "elo0=5,elo1=1", "--out",
-                     str(tmp_path)]) == 2
-    assert cli.main(["arena", "--engine", "x=a", "--engine", "y=b", "--time", "6/0.5/1", "--out",
-                     str(tmp_path)]) == 2
-    assert "whole seconds" in capsys.readouterr().err
+    for args, says in ((["--time", "z=1/1/1"], "unknown engine 'z'"), (["--sprt", "elo0=5,elo1=1"], "elo1 > elo0"),
+                       (["--time", "6/0.5/1"], "whole seconds")):
+        assert cli.main(["arena", "--engine", "x=a", "--engine", "y=b", *args, "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, (args, err)
 
 
 @pytest.mark.slow

@@ -899,7 +899,7 @@ class PassingPlayer:
         pass
 
 
-def test_no_game_ending_pass_that_loses():
+def test_genmove_plays_on_rather_than_end_a_lost_game_and_passes_after_undo():
     """Regression: after the opponent's pass, a search pass (Tromp-Taylor
     at two passes) ended games the judge (dead stones off) scores lost."""
     eng = gtp.Engine(gtp.EngineConfig(engine="random", size=9), log=lambda m: None, warmup=False)

@@ -271,7 +271,9 @@ def test_batch_norm_train_and_eval_modes():
     train_single, _ = model.apply(variables, x[:1], train=True, mutable=["batch_stats"])
     assert not np.allclose(out[:1], train_single, atol=1e-3)
     # without mutable, train mode must refuse to silently drop the update
-    with pytest.raises(Exception):
+    from flax.errors import ModifyScopeVariableError
+
+    with pytest.raises(ModifyScopeVariableError, match="batch_stats"):
         model.apply(variables, x, train=True)
 
 

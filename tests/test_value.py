@@ -219,6 +219,13 @@ def test_eval_value_prints_the_four_move_buckets(sample_data, tmp_path, capsys):
             assert f"acc_{m}" in res[who] and f"mse_{m}" in res[who]
         assert res[who]["n_30"] == res["test_games"] > 0
         assert 0.0 <= res[who]["accuracy"] <= 1.0 and 0.0 <= res[who]["mse"] <= 4.0
+    # move 30 recomputed here: the net on those positions against each game's winner (both for the mover)
+    b = next(iter(dataset.iterate_eval(sample_data, split="test", board_size=19, max_games=12,
+                                       move_numbers=(30,), decided_only=True)))
+    v = np.asarray(value.make_predict(model)(variables, b["planes"]))
+    assert len(v) == res["value_net"]["n_30"]
+    assert res["value_net"]["acc_30"] == pytest.approx(((v > 0) == (b["outcomes"] > 0)).mean())
+    assert res["value_net"]["mse_30"] == pytest.approx(np.mean((v - b["outcomes"]) ** 2), rel=1e-5)
     assert res["influence"]["train_games"] == 80
     assert res["paper_influence_accuracy"]["180"] == 0.893
     # nothing to evaluate is an error, not a zero result: a split without
