@@ -309,6 +309,11 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path, cap
                                    plot_dir=str(tmp_path / "plots"))
     assert ev["positions"] > 500
     assert 0.0 <= ev["top1"] <= ev["top5"] <= 1.0
+    # the same hits counted three ways: the top-k curve, and by move number
+    assert ev["topk_curve"][0] == pytest.approx(ev["top1"]) and ev["topk_curve"][4] == pytest.approx(ev["top5"])
+    parts = ev["by_move_number"].values()
+    assert sum(p["n"] for p in parts) == ev["positions"]
+    assert sum(p["n"] * p["top1"] for p in parts) / ev["positions"] == pytest.approx(ev["top1"])
     assert ev["illegal_top1"] == 0
     assert 1.0 <= ev["mean_rank"] <= 362
     assert ev["last_two_moves"]["n"] == 10
