@@ -150,7 +150,7 @@ def bench_engines(size, seconds, inference="auto", nets_=None):
     state = _positions(size, 1, seed=2)[0]
     out = {"inference": net.inference, "nets": list(pair)}
     sp = SearchParams()  # the engine's defaults: lambda 0.5, leaf batch 8
-    ev = net_evaluator(net.net_fn, has_value=True, lam=sp.lam, preset=net.preset, pad_to=sp.batch_size)
+    ev = net_evaluator(net.net_fn, has_value=net.has_value, lam=sp.lam, preset=net.preset, pad_to=sp.batch_size)
     mcts = players.MctsPlayer(ev, net.params, search_params=sp)
     mcts.run(state, np.random.default_rng(0), max_visits=32)
     mcts.forget()

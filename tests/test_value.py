@@ -628,14 +628,20 @@ def test_pv_task_trains_exports_and_is_judged_by_both_evaluations(sample_data, t
     run = tmp_path / "run"
     args = ["sl", "--task", "pv", "--data", str(sample_data), "--init", str(ck), "--batch-size", "16",
             "--optimizer", "adam", "--learning-rate", "1e-3", "--schedule", "constant", "--warmup-steps", "1",
-            "--total-steps", "4", "--eval-every", "4", "--eval-positions", "64", "--checkpoint-every", "2",
+            "--total-steps", "6", "--eval-every", "2", "--eval-positions", "64", "--checkpoint-every", "2",
             "--log-every", "2", "--per-game", "4", "--quiet"]
     assert cli.main([*args, "--model", "b1c4_aux_value", "--workdir", str(tmp_path / "bad")]) == 2
     assert "policy-value nets in _pv" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    # a value trained only on the winners' positions would learn a constant
+    assert cli.main([*args, "--model", "b1c4_aux_pv", "--winner-only", "--workdir", str(tmp_path / "bad")]) == 2
+    assert "--winner-only" in capsys.readouterr().err and not (tmp_path / "bad").exists()
     assert cli.main([*args, "--model", "b1c4_aux_pv", "--workdir", str(run)]) == 0
     evals = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "val_mse" in r]
-    assert evals[-1]["step"] == 4 and 0.0 <= evals[-1]["val_top1"] <= 1.0 and 0.0 <= evals[-1]["val_mse"] <= 4.0
+    assert [r["step"] for r in evals] == [2, 4, 6] and 0.0 <= evals[-1]["val_top1"] <= 1.0
     assert "val_ownership_accuracy" in evals[-1]
+    # the best step by both losses as the run trains them (move NLL + value weight 1 x winner MSE)
+    best = max(evals, key=lambda r: -(r["val_nll"] + r["val_mse"]))["step"]
+    assert checkpoint.manager(run / "best").latest_step() == best
     assert json.loads((run / "config.json").read_text())["kind"] == "policy_value"
     assert cli.main(["export", str(run), "--out", str(tmp_path / "pv")]) == 0
     capsys.readouterr()

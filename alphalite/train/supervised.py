@@ -349,6 +349,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
                          "policy-value nets in _pv")
     if cfg.init and cfg.init_trunk:
         raise ValueError("--init and --init-trunk both initialise the trunk: give one")
+    if cfg.winner_only and (is_value or is_pv):
+        raise ValueError("--winner-only keeps only positions whose mover won: the value would learn a constant")
     if cfg.heads_only and not (cfg.model.endswith("_aux_value") and cfg.init):
         raise ValueError("--heads-only trains the ownership and score heads of a *_aux_value model on a net "
                          "given by --init (a *_value net or an aux net)")
@@ -396,14 +398,15 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     best_mgr = ckpt.manager(workdir / "best", max_to_keep=1)
     if mgr.latest_step() is not None and (workdir / "config.json").exists():
         _check_resume(cfg, workdir)
-    # the best net: by validation MSE, top-1, or (the winner fixed) ownership accuracy
-    # (a policy-value net by its value: its policy starts from a trained one, the value is what it adds)
-    best_key = ("best_val_ownership" if cfg.heads_only else "best_val_neg_mse" if is_value or is_pv
-                else "best_val_top1")
+    # the best net: by validation MSE, top-1, (the winner fixed) ownership accuracy, or for a
+    # policy-value net both its losses as it trains them (either head may have started fresh)
+    best_key = ("best_val_ownership" if cfg.heads_only else "best_val_neg_pv_loss" if is_pv
+                else "best_val_neg_mse" if is_value else "best_val_top1")
     meta = {"step": 0, best_key: -1e9 if is_value or is_pv else -1.0, "seconds": 0.0}
     restored = ckpt.restore(mgr, state)
     if restored is not None:
         state, meta = restored
+        meta.setdefault(best_key, -1e9)  # a pv run saved before its key changed: its next evaluation sets it
         print(f"resumed {workdir} at step {meta['step']}", flush=True)
     else:
         _start_afresh(workdir)
@@ -437,6 +440,7 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
             if is_pv:
                 pol = evaluate(predict_moves, variables_of(state), val_batches(), num_actions, cfg.eval_positions)
                 rec.update(val_top1=pol["top1"], val_top5=pol["top5"], val_nll=pol["nll"])
+                score = -(pol["nll"] + cfg.value_weight * res["mse"])
                 curves = (["policy_loss", "value_loss", "val_mse", "val_nll"],
                           ["accuracy", "value_accuracy", "val_accuracy", "val_top1"])
         else:
