@@ -279,9 +279,14 @@ def cli_value_data(args) -> int:
 # ``playouts`` pattern rollouts, ``checkpoints/rollout19``), then the settled
 # position is counted by area (Tromp-Taylor): ownership +1/-1 per point, 0 for
 # dame and seki, score = black - white - komi. Games that ended otherwise keep
-# score NaN and ownership 0 (unknown; the loss masks them).
+# score NaN and ownership 0 (unknown; the loss masks them), and so do counted
+# games whose judged winner is not the recorded one (the judge misread a group:
+# the targets would contradict the winner the same positions learn) and
+# handicap games (an area count overstates Black by about the handicap under
+# territory rules, and area rules give White a compensation we cannot know).
 
 TARGET_PLAYOUTS = 128
+TARGETS_VERSION = 2  # 2: no targets for disagreeing or handicap games (1 gave them targets)
 TARGETS_NOTE = "alphalite dataset with value targets (final ownership and score of counted games)"
 _judges: dict = {}
 
@@ -348,7 +353,8 @@ def shard_targets(a: dict, width: int, *, playouts: int = TARGET_PLAYOUTS, seed:
     G = int(a["size"].shape[0])
     score = np.full(G, np.nan, np.float32)
     own = np.zeros((G, width), np.int8)
-    todo = [g for g in range(G) if is_counted(a, g)]
+    counted = [g for g in range(G) if is_counted(a, g)]
+    todo = [g for g in counted if a["handicap"][g] < 2]
     mo, so = a["move_offsets"], a["setup_offsets"]
     items = [(int(a["size"][g]), float(a["komi"][g]), a["setup_points"][so[g]:so[g + 1]],
               a["setup_colors"][so[g]:so[g + 1]], a["moves"][mo[g]:mo[g + 1]], a["colors"][mo[g]:mo[g + 1]])
@@ -359,21 +365,23 @@ def shard_targets(a: dict, width: int, *, playouts: int = TARGET_PLAYOUTS, seed:
     else:
         results = [r for res in [pool.apply_async(_targets_work, (p, playouts, seed)) for p in parts]
                    for r in res.get()]
-    st = {"counted": len(todo), "judged": 0, "failed": 0, "winner_agrees": 0, "abs_error_sum": 0.0,
-          "dead_stones": 0}
+    st = {"counted": len(counted), "handicap": len(counted) - len(todo), "judged": 0, "failed": 0,
+          "winner_agrees": 0, "abs_error_sum": 0.0, "dead_stones": 0}
     for g, r in zip(todo, results):
         if r is None:
             st["failed"] += 1
             continue
         o, s, dead = r
-        n = int(a["size"][g]) ** 2
-        own[g, :n] = o
-        score[g] = s
         recorded = float(a["winner"][g]) * float(a["margin"][g])
         st["judged"] += 1
-        st["winner_agrees"] += int(np.sign(s) == np.sign(recorded))
+        agrees = bool(np.sign(s) == np.sign(recorded))
+        st["winner_agrees"] += int(agrees)
         st["abs_error_sum"] += abs(s - recorded)
         st["dead_stones"] += dead
+        if agrees:  # else no targets: they would contradict the recorded winner
+            n = int(a["size"][g]) ** 2
+            own[g, :n] = o
+            score[g] = s
     return score, own, st
 
 
@@ -395,7 +403,7 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
     index_src = dataset.read_index(src)
     width = max([int(k) ** 2 for s in index_src["shards"] for k in s["sizes"]] or [0])
     out.mkdir(parents=True, exist_ok=True)
-    opts = {"source": str(src), "playouts": playouts, "seed": seed, "width": width}
+    opts = {"source": str(src), "playouts": playouts, "seed": seed, "width": width, "version": TARGETS_VERSION}
     index = _read_index(out)
     if index is not None and index.get("value_targets", {}).get("options") != opts:
         raise ValueError(f"{out} holds targets made with other settings; use another --out or the same settings")
@@ -439,11 +447,12 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
 def targets_summary(index: dict) -> dict:
     """How many games have targets, and how the judged score agrees with the records."""
     judged = index.get("value_targets", {}).get("judged", {})
-    tot = {k: sum(v[k] for v in judged.values()) for k in ("counted", "judged", "failed", "winner_agrees",
-                                                            "abs_error_sum", "dead_stones")}
+    tot = {k: sum(v.get(k, 0) for v in judged.values())
+           for k in ("counted", "handicap", "judged", "failed", "winner_agrees", "abs_error_sum", "dead_stones")}
     n = max(tot["judged"], 1)
     return {"shards_judged": len(judged), "shards": len(index.get("shards", [])),
-            "counted_games": tot["counted"], "judged_games": tot["judged"], "failed_games": tot["failed"],
+            "counted_games": tot["counted"], "handicap_games": tot["handicap"], "judged_games": tot["judged"],
+            "failed_games": tot["failed"], "games_with_targets": tot["winner_agrees"],
             "winner_agrees_with_record": tot["winner_agrees"] / n,
             "mean_abs_score_error": tot["abs_error_sum"] / n, "dead_stones_per_game": tot["dead_stones"] / n}
 

@@ -93,6 +93,8 @@ def test_archives_folders_bad_files_duplicates(tmp_path):
     for n in BAD + ("illegal-move.sgf", "handicap-9x9.sgf", "variations.sgf", "gb18030-no-ca.sgf"):
         shutil.copy(DATA / n, src / "deep" / "er" / n)
     (src / "empty.sgf").write_bytes(b"(;GM[1]SZ[19]KM[6.5]RE[B+R])")
+    # a collection: two games in one file, each kept under its own name
+    (src / "two.sgf").write_bytes(b"(;SZ[19]RE[B+R];B[pd];W[dp];B[qq])\n(;SZ[19:19]RE[W+R];B[dd];W[pp])")
     (src / "notes.txt").write_text("ignored")
     with zipfile.ZipFile(src / "kgs.zip", "w") as zf:
         for name, data in members[:20]:
@@ -117,9 +119,10 @@ def test_archives_folders_bad_files_duplicates(tmp_path):
     assert sk["unsupported_size"] == 2  # the 9x9 and 13x13 records with --sizes 19
     assert s["truncated"] == {"occupied": 1}  # kept up to the illegal move
     assert s["corrupt_archives"] == 2
-    # 40 unique archive games + gb18030 + illegal-move; the broken archive repeats the first 40
-    assert s["games"] == 42
-    assert s["files"] == s["games"] + sum(sk.values())
+    # 40 unique archive games + gb18030 + illegal-move + the collection's two; the broken archive
+    # repeats the first 40
+    assert s["games"] == 44
+    assert s["files"] + 1 == s["games"] + sum(sk.values())  # one file held two games
     # every record not kept, and each corrupt archive, is in skipped.tsv with its reason
     rows = [ln.split("\t") for ln in (tmp_path / "out" / "skipped.tsv").read_text().splitlines()[1:]]
     assert s["skipped_log"] == str(tmp_path / "out" / "skipped.tsv")
@@ -129,6 +132,8 @@ def test_archives_folders_bad_files_duplicates(tmp_path):
     assert reasons["handicap-9x9.sgf"] == "unsupported_size" and reasons["garbage.zip"] == "corrupt_archive"
     assert [r[2] for r in rows if r[0].endswith("handicap-9x9.sgf")] == ["board size 9, not in --sizes 19"]
     games = dataset.load_games(tmp_path / "out", "all")
+    two = sorted((str(g)[-6:], int(n)) for g, n in zip(games["game_id"], games["num_moves"]) if "two.sgf" in str(g))
+    assert two == [(".sgf#1", 3), (".sgf#2", 2)]
     i = [k for k, gid in enumerate(games["game_id"]) if gid.endswith("illegal-move.sgf")][0]
     assert games["num_moves"][i] == 3 and games["total_moves"][i] == 5 and games["stop"][i] == board.OCCUPIED
 

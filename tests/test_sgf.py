@@ -79,6 +79,14 @@ def test_handicap_with_and_without_ab():
     assert rec("(;SZ[19]HA[1])").setup_black == ()
     with pytest.raises(sgf.SgfError, match="handicap 5"):
         rec("(;SZ[10]HA[5])")
+    # HA without AB whose record plays the handicap stones as its first black moves: no extra stones
+    moved = rec("(;SZ[19]HA[2]KM[0.5];B[pp];B[dd];W[dq];B[qd])")
+    assert moved.setup_black == () and [c for c, _ in moved.moves] == [board.BLACK] * 2 + [board.WHITE, board.BLACK]
+    assert sgf.replay(moved) == (4, "")
+    # AB in a node before the first move: the handicap stones all the same
+    later = rec("(;SZ[19]HA[2]KM[0.5];AB[pd][dp];W[dd];B[pp])")
+    assert set(later.setup_black) == {gtp("D4"), gtp("Q16")} and len(later.moves) == 2 and later.stop == ""
+    assert rec("(;SZ[19];B[pd];AB[dd];W[dp])").stop == "setup"  # after a move: the usable game ends there
 
 
 @pytest.mark.parametrize("km, komi", [("6.5", 6.5), ("7.5", 7.5), ("0", 0.0), ("-5.5", -5.5), ("375", 7.5),
@@ -123,6 +131,17 @@ def test_bad_files_raise_one_line(name, msg):
     with pytest.raises(sgf.SgfError, match=msg) as e:
         sgf.read_sgf((DATA / name).read_bytes())
     assert "\n" not in str(e.value)
+
+
+def test_board_size_with_both_sides_and_collections():
+    assert rec("(;GM[1]SZ[19:19];B[pd];W[dp])").size == 19
+    with pytest.raises(sgf.SgfError, match="square boards only"):
+        rec("(;GM[1]SZ[19:13];B[pd])")
+    data = b"(;SZ[19]RE[B+R];B[pd];W[dp])(;SZ[9]RE[W+R];B[ee];W[cc];B[gg])(;SZ[x])"
+    first, second, third = sgf.read_sgf_collection(data)
+    assert sgf.read_sgf(data) == first and first.winner == board.BLACK and len(first.moves) == 2
+    assert second.size == 9 and second.winner == board.WHITE and len(second.moves) == 3
+    assert isinstance(third, sgf.SgfError) and "bad board size" in str(third)
 
 
 @pytest.mark.parametrize("text, msg", [("(;SZ[1];B[aa])", "unsupported board size 1"),

@@ -348,6 +348,29 @@ def test_value_targets_copy_the_dataset_and_the_loader_turns_them_with_the_board
         valuedata.build_targets(tmp_path / "data", tv, playouts=16, progress=False)
 
 
+def test_value_targets_skip_games_the_judge_contradicts_and_handicap_games(tmp_path):
+    """A counted game whose judged winner is not the recorded one, and a
+    handicap game, get no ownership or score targets: only the agreeing
+    even game does."""
+    from selfplay import valuedata
+
+    src = tmp_path / "sgf"
+    src.mkdir()
+    (src / "counted.sgf").write_text(_counted_game("B+17.5"))
+    (src / "contradicted.sgf").write_text(_counted_game("W+3.5", ";B[ai]"))  # the board says B+17.5
+    # two handicap stones inside Black's own area: the area count is the same B+17.5
+    (src / "handicap.sgf").write_text(_counted_game("B+17.5").replace("KM[0.5]", "KM[0.5]HA[2]AB[aa][ab]"))
+    data = tmp_path / "data"
+    dataset.build([src], data, jobs=1, sizes=(9,), val_frac=0.0, test_frac=1.0, progress=False)
+    res = valuedata.build_targets(data, tmp_path / "tv", playouts=32, progress=False)
+    assert (res["counted_games"], res["handicap_games"], res["judged_games"]) == (3, 1, 2)
+    assert res["winner_agrees_with_record"] == 0.5 and res["games_with_targets"] == 1
+    games = dataset.load_games(tmp_path / "tv", "test", 9)
+    has = np.isfinite(games["score"])
+    assert has.sum() == 1 and games["result"][has][0] == "B+17.5" and games["handicap"][has][0] == 0
+    assert (games["ownership"][~has] == 0).all()
+
+
 @pytest.mark.slow
 def test_aux_loss_masks_unknown_ownership_and_score():
     B, n = 4, 5

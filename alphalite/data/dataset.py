@@ -241,14 +241,23 @@ def game_hash(size: int, sp, sc, mv, cl) -> int:
     return int.from_bytes(h.digest(), "little")
 
 
-def process_record(name: str, data: bytes | None, sizes: tuple[int, ...]):
-    """('game', dict) or ('skip', (reason, detail)) for one record."""
+def process_record(name: str, data: bytes | None, sizes: tuple[int, ...]) -> list[tuple[str, str, object]]:
+    """``(name, 'game', dict)`` or ``(name, 'skip', (reason, detail))`` for
+    each game of one record (an SGF collection holds several: ``name#k``)."""
     if data is None:
-        return "skip", ("read_error", f"unreadable, or larger than {MAX_RECORD_BYTES >> 20} MiB")
+        return [(name, "skip", ("read_error", f"unreadable, or larger than {MAX_RECORD_BYTES >> 20} MiB"))]
     try:
-        rec = sgf.read_sgf(data)
+        recs = sgf.read_sgf_collection(data)
     except sgf.SgfError as e:
-        return "skip", ("unsupported_size" if str(e).startswith("unsupported board size") else "parse_error", str(e))
+        return [(name, "skip", ("parse_error", str(e)))]
+    names = [name] if len(recs) == 1 else [f"{name}#{k}" for k in range(1, len(recs) + 1)]
+    return [(n, *_game_of(n, r, sizes)) for n, r in zip(names, recs)]
+
+
+def _game_of(name: str, rec, sizes: tuple[int, ...]):
+    """('game', dict) or ('skip', (reason, detail)) for one parsed game (or its SgfError)."""
+    if isinstance(rec, sgf.SgfError):
+        return "skip", ("unsupported_size" if str(rec).startswith("unsupported board size") else "parse_error", str(rec))
     if sizes and rec.size not in sizes:
         return "skip", ("unsupported_size", f"board size {rec.size}, not in --sizes {','.join(map(str, sizes))}")
     if not rec.moves:
@@ -275,7 +284,7 @@ def process_record(name: str, data: bytes | None, sizes: tuple[int, ...]):
 
 
 def _work(items, sizes):
-    return [process_record(name, data, sizes) for name, data in items]
+    return [r for name, data in items for r in process_record(name, data, sizes)]
 
 
 def _worker_init():
@@ -449,8 +458,8 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     try:
         for items, res in stream:
             stop = False
-            for (name, _), (kind, val) in zip(items, res):
-                n_files += 1
+            n_files += len(items)
+            for name, kind, val in res:
                 if kind == "skip":
                     skipped[val[0]] += 1
                     log(name, *val)

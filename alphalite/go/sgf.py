@@ -1,8 +1,8 @@
 """SGF records in and out, through sgfmill only.
 
 ``read_sgf(data) -> GameRecord`` turns the bytes of one record into plain
-values: size, komi, handicap, rules, players, result, root setup stones and
-the main-line moves as ``(colour, flat move)`` (colour +1 black, -1 white;
+values: size, komi, handicap, rules, players, result, the setup stones
+before the first move and the main-line moves as ``(colour, flat move)`` (colour +1 black, -1 white;
 flat move ``row*size+col``, pass ``size*size``, converted by ``coords``).
 ``replay(record)`` plays every move through our board and says how many of
 them are legal and why the first illegal one is not. ``write_sgf(record)``
@@ -24,15 +24,20 @@ Conventions, where files disagree:
   are in stones, ``KM[375]`` = 3.75 stones = 7.5 points. Rule: a value of
   100 or more is divided by 100; if the result ends in .25 or .75 it is a
   stone count and is doubled. A komi that is not a number reads as 0.0.
-* **Handicap.** ``HA[n]`` with AB on the root: the AB stones are the
-  handicap. ``HA[n]`` (n >= 2) without AB: the GTP ``fixed_handicap``
-  stones are placed. ``HA`` of 0 or 1 places nothing.
+* **Handicap.** ``HA[n]`` with AB before the first move: the AB stones are
+  the handicap. ``HA[n]`` (n >= 2) without AB: the GTP ``fixed_handicap``
+  stones are placed, unless the record's first n moves are all Black's (it
+  plays its handicap stones as moves). ``HA`` of 0 or 1 places nothing.
+* **Collections.** A file may hold several games: ``read_sgf`` reads the
+  first, ``read_sgf_collection`` all of them.
+* **Board size.** ``SZ[n]`` or ``SZ[n:n]``; other rectangles are refused.
 * **Passes.** ``B[]`` always, ``B[tt]`` on boards up to 19x19 (sgfmill).
 * **Results** (``parse_result``; ``result_string`` writes a score): ``B+R``/``B+Resign``, ``W+T``/``Time``,
   ``B+F``/``Forfeit``, ``W+3.5``, ``B+`` (winner, no margin), ``0``/
   ``Draw``/``Jigo`` (draw), ``Void``, ``?`` and anything else (unknown).
 * **Variations**: the main line (first child of every node) only. Setup
-  stones below the root end the usable game there (``stop="setup"``).
+  stones in nodes before the first move are part of the start position;
+  setup stones after it end the usable game there (``stop="setup"``).
 """
 
 from __future__ import annotations
@@ -199,9 +204,8 @@ def _one_line(e: BaseException) -> str:
 # ------------------------------------------------------------------ reading
 
 
-def read_sgf(data: bytes) -> GameRecord:
-    """Parse one SGF record (bytes) into a GameRecord; raises SgfError."""
-    from sgfmill import sgf as sgfmill_sgf
+def _game_trees(data: bytes) -> list:
+    """The coarse game trees of an SGF file (a collection may hold several)."""
     from sgfmill import sgf_grammar
 
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -210,9 +214,42 @@ def read_sgf(data: bytes) -> GameRecord:
     if b"\x00" in data[:4096]:
         raise SgfError("binary data, not SGF")
     try:
-        coarse = sgf_grammar.parse_sgf_game(data)
+        return sgf_grammar.parse_sgf_collection(data)
     except ValueError as e:
         raise SgfError(f"not a valid SGF record: {_one_line(e)}") from None
+
+
+def read_sgf(data: bytes) -> GameRecord:
+    """Parse one SGF record (bytes; of a collection, its first game) into a
+    GameRecord; raises SgfError."""
+    return _read_tree(_game_trees(data)[0])
+
+
+def read_sgf_collection(data: bytes) -> list[GameRecord | SgfError]:
+    """Every game of an SGF file, in order: a GameRecord each, or the
+    SgfError that game raised. Raises SgfError when the file as a whole
+    cannot be parsed."""
+    out: list[GameRecord | SgfError] = []
+    for tree in _game_trees(data):
+        try:
+            out.append(_read_tree(tree))
+        except SgfError as e:
+            out.append(e)
+    return out
+
+
+def _setup_of(node, size: int) -> tuple[set, set, set]:
+    try:
+        bp, wp, ep = node.get_setup_stones()
+        return ({coords.from_sgfmill(p, size) for p in bp}, {coords.from_sgfmill(p, size) for p in wp},
+                {coords.from_sgfmill(p, size) for p in ep})
+    except (ValueError, coords.CoordError) as e:
+        raise SgfError(f"bad setup stones: {_one_line(e)}") from None
+
+
+def _read_tree(coarse) -> GameRecord:
+    from sgfmill import sgf as sgfmill_sgf
+
     try:
         declared = coarse.sequence[0].get("CA", [None])[0]
         declared = declared.decode("ascii", "replace").strip() if declared else None
@@ -220,12 +257,16 @@ def read_sgf(data: bytes) -> GameRecord:
     except (IndexError, AttributeError):
         raise SgfError("not a valid SGF record: empty game tree") from None
     try:
-        size_txt = size_raw.decode("ascii").strip()
-        size = int(size_txt.split(":")[0])
+        sides = [int(x) for x in size_raw.decode("ascii").strip().split(":")]
     except (UnicodeDecodeError, ValueError):
         raise SgfError(f"bad board size SZ[{size_raw.decode('latin-1')}]") from None
+    if len(sides) > 2 or len(set(sides)) != 1:
+        raise SgfError(f"unsupported board size SZ[{size_raw.decode('latin-1')}]: square boards only")
+    size = sides[0]
     if not coords.MIN_SIZE <= size <= coords.MAX_SIZE:
         raise SgfError(f"unsupported board size {size}")
+    if len(sides) == 2:  # SZ[19:19], which sgfmill refuses
+        coarse.sequence[0]["SZ"] = [str(size).encode()]
     enc = _choose_encoding([v for vals in coarse.sequence[0].values() for v in vals], declared)
     try:
         game = sgfmill_sgf.Sgf_game.from_coarse_game_tree(coarse, override_encoding=enc)
@@ -243,23 +284,11 @@ def read_sgf(data: bytes) -> GameRecord:
     result = _text(root, "RE")
     winner, margin, kind = parse_result(result)
 
-    try:
-        bp, wp, ep = root.get_setup_stones()
-        black = {coords.from_sgfmill(p, size) for p in bp}
-        white = {coords.from_sgfmill(p, size) for p in wp}
-        empty = {coords.from_sgfmill(p, size) for p in ep}
-    except (ValueError, coords.CoordError) as e:
-        raise SgfError(f"bad setup stones: {_one_line(e)}") from None
-    black -= white  # a point in both AB and AW: the later (AW) wins, as sgfmill does
-    black -= empty
-    white -= empty
-    if handicap >= 2 and not black and not white:
-        black = set(handicap_points(size, handicap))
-
     first = 0
     if root.has_property("PL"):
         first = board.BLACK if _text(root, "PL").lower().startswith("b") else board.WHITE
 
+    black, white = set(), set()
     moves: list[tuple[int, int]] = []
     stop = ""
     try:
@@ -267,9 +296,12 @@ def read_sgf(data: bytes) -> GameRecord:
     except ValueError as e:
         raise SgfError(f"bad game tree: {_one_line(e)}") from None
     for i, node in enumerate(nodes):
-        if i > 0 and node.has_setup_stones():
-            stop = "setup"
-            break
+        if node.has_setup_stones():
+            if moves:  # setup stones mid-game: the usable game ends here
+                stop = "setup"
+                break
+            b, w, e = _setup_of(node, size)  # before the first move: part of the start position
+            black, white = (black | b) - w - e, ((white - b) | w) - e  # a later node wins; in one node AW
         try:
             colour, point = node.get_move()
         except ValueError:
@@ -277,6 +309,9 @@ def read_sgf(data: bytes) -> GameRecord:
         if colour is None:
             continue
         moves.append((board.BLACK if colour == "b" else board.WHITE, coords.from_sgfmill(point, size)))
+    if handicap >= 2 and not black and not white and {c for c, _ in moves[:handicap]} != {board.BLACK}:
+        # HA without AB: the fixed stones, unless the record plays them as its first black moves
+        black = set(handicap_points(size, handicap))
 
     return GameRecord(
         size=size, komi=float(komi), handicap=max(handicap, 0), rules=_text(root, "RU"),
