@@ -82,7 +82,7 @@ def test_handicap_places_black_stones_with_white_to_move():
     assert g2.moves == [(BLACK, 4)] and g2.handicap == 0
 
 
-def test_load_replays_a_record_and_keeps_the_moves_up_to_an_illegal_one():
+def test_load_replays_a_record_and_refuses_one_with_an_illegal_move():
     g, _ = _game()
     g.place_handicap([_at("C3"), _at("G7")])
     g.play(WHITE, _at("E5"))
@@ -91,15 +91,20 @@ def test_load_replays_a_record_and_keeps_the_moves_up_to_an_illegal_one():
     data = sgf.write_sgf(g.record("B+3.5"))
     back = sgf.read_sgf(data)
     h, h_resets = _game(13, komi=0.5)
-    assert h.load(back) == "" and h_resets == [1]
+    assert h.load(back) is None and h_resets == [1]
     assert (h.size, h.komi, h.handicap, h.setup_black, h.moves) == (9, 7.5, 2, g.setup_black, g.moves)
     assert h.state.hash == g.state.hash and h.state.to_play == BLACK
-    assert h.load(back, limit=1) == "" and h.moves == g.moves[:1] and h.state.to_play == BLACK
-    # an illegal move (onto a stone) stops the replay there
+    h.load(back, limit=1)
+    assert h.moves == g.moves[:1] and h.state.to_play == BLACK
+    # an illegal move (onto a stone) among those asked for: refused, the game before it stands
     bad = sgf.GameRecord(size=9, komi=6.5, moves=((BLACK, _at("E5")), (WHITE, _at("D5")), (BLACK, _at("D5")),
                                                   (WHITE, _at("A1"))))
-    why = h.load(bad)
-    assert why.startswith("stopped at move 3") and h.moves == list(bad.moves[:2]) and h.komi == 6.5
+    before = (h.moves[:], h.state.hash, h.komi, len(h_resets))
+    with pytest.raises(ValueError, match="move 3 is illegal"):
+        h.load(bad)
+    assert (h.moves, h.state.hash, h.komi, len(h_resets)) == before
+    h.load(bad, limit=2)  # the moves before it load
+    assert h.moves == list(bad.moves[:2]) and h.komi == 6.5
 
 
 def test_load_of_setup_our_board_refuses_changes_nothing():

@@ -103,24 +103,26 @@ class Game:
         start = board.from_stones(grid, komi=self.komi, to_play=WHITE, superko=self.superko)
         self.reset(start=start, setup_black=sorted(int(p) for p in points), handicap=len(points))
 
-    def load(self, rec: sgf.GameRecord, limit: int | None = None) -> str:
+    def load(self, rec: sgf.GameRecord, limit: int | None = None) -> None:
         """A new game from an SGF record, its first ``limit`` moves (all:
-        None) replayed; ValueError (nothing changed) for setup stones our
-        board refuses. Returns why the replay stopped early ("" when it did
-        not): the moves up to an illegal one are kept."""
+        None) replayed. ValueError, and nothing changed, for setup stones our
+        board refuses or an illegal move among those replayed (a controller
+        told "loaded" would think the whole record is on the board)."""
         start = board.new_game(rec.size, rec.komi, superko=self.superko)
         if rec.setup_black or rec.setup_white:
             start = board.setup(start, rec.setup_black, rec.setup_white)
         first = rec.first_player or (rec.moves[0][0] if rec.moves else
                                      (WHITE if rec.setup_black and not rec.setup_white else BLACK))
-        self.reset(start=with_to_play(start, first), setup_black=rec.setup_black, setup_white=rec.setup_white,
-                   handicap=rec.handicap)
-        for colour, m in rec.moves[:limit]:
+        start = with_to_play(start, first)
+        scratch = Game(rec.size, rec.komi, superko=self.superko)
+        scratch.reset(start=start)
+        for i, (colour, m) in enumerate(rec.moves[:limit]):
             try:
-                self.play(colour, m)
+                scratch.play(colour, m)
             except board.IllegalMove as e:
-                return f"stopped at move {len(self.moves) + 1}: {e}"
-        return ""
+                raise ValueError(f"move {i + 1} is illegal: {e}") from None
+        self.reset(start=start, setup_black=rec.setup_black, setup_white=rec.setup_white, handicap=rec.handicap)
+        self._stack, self.moves = scratch.stack, scratch.moves
 
     def record(self, result: str = "") -> sgf.GameRecord:
         """The game as an SGF record (``sgf.write_sgf`` writes it)."""

@@ -16,14 +16,16 @@ for one move, or None when there is no limit:
   still to come is kept back), plus half a byo-yomi allowance when
   overtime follows (main time may then be spent freely); in absolute time
   never more than a quarter of what is left;
-* Canadian overtime: ``(period_left - margin) / stones_left``;
-* Japanese byo-yomi: one period minus its margin (a period is not lost when
-  the move is made inside it);
-* in overtime the margin is ``LAG`` plus 5% (Canadian) or 10% (byo-yomi)
-  of the period; the result is always at least ``MIN_MOVE``.
+* Canadian overtime: ``0.95 * period_left / stones_left - LAG`` (the lag
+  of every stone kept back, as in main time);
+* Japanese byo-yomi: one period minus ``LAG`` and 10% of it (a period is not
+  lost when the move is made inside it);
+* the result is always at least ``MIN_MOVE``.
 
 ``time_left`` gives whole seconds; in a Canadian period the engine's own
-finer bookkeeping is kept where the report agrees with it (``from_time_left``).
+finer bookkeeping is kept where the report agrees with it (``from_time_left``);
+that bookkeeping charges each stone ``LAG`` beyond the time it measured
+(the move's travel, which the controller's clock sees and we do not).
 
 The engine counts a move's time from the moment the ``genmove`` line was
 read, so whatever it waits for (a warm-up still running, a command sent
@@ -33,6 +35,7 @@ ahead of it) is charged to the move.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 NONE, ABSOLUTE, CANADIAN, BYOYOMI = "none", "absolute", "canadian", "byoyomi"
 LAG = 0.2  # seconds kept per move for pipes, process scheduling and the last search round
@@ -76,8 +79,8 @@ def from_kgs(args: list[str]) -> TimeSettings:
         raise ValueError("missing time system")
     kind = args[0].lower()
     nums = [float(a) for a in args[1:]]
-    if any(x < 0 or x != x for x in nums):
-        raise ValueError("negative time")
+    if any(x < 0 or not math.isfinite(x) for x in nums):
+        raise ValueError("negative or endless time")
     if kind == NONE and not nums:
         return TimeSettings(NONE)
     if kind == ABSOLUTE and len(nums) == 1:
@@ -134,9 +137,12 @@ def from_time_left(settings: TimeSettings, seconds: float, stones: int, own: Clo
     return reported
 
 
-def charge(settings: TimeSettings, clock: Clock, elapsed: float) -> Clock:
+def charge(settings: TimeSettings, clock: Clock, elapsed: float, lag: float = LAG) -> Clock:
     """Our own bookkeeping after a move took ``elapsed`` seconds (used when
-    the controller sends no ``time_left``)."""
+    the controller sends no ``time_left``, and in a Canadian period between
+    its whole-second reports). The controller's clock also runs while a
+    move travels, which we cannot see: a Canadian period is charged ``lag``
+    more a stone, so that the bookkeeping errs low (then the report wins)."""
     if settings.kind == NONE:
         return clock
     if not clock.in_overtime:
@@ -146,7 +152,7 @@ def charge(settings: TimeSettings, clock: Clock, elapsed: float) -> Clock:
         clock = _enter_overtime(settings)
         elapsed = -left
     if settings.kind == CANADIAN:
-        left = clock.period_left - elapsed
+        left = clock.period_left - elapsed - lag
         stones = clock.stones_left - 1
         if stones <= 0:
             return Clock(0.0, settings.period, settings.stones, True)
@@ -183,10 +189,9 @@ def allocate(settings: TimeSettings, clock: Clock, move_number: int, board_point
             t += 0.5 * max(settings.period - lag, 0.0)
         t = min(t, 0.25 * budget) if settings.kind == ABSOLUTE else t
         return max(t, MIN_MOVE)
-    if settings.kind == CANADIAN:
+    if settings.kind == CANADIAN:  # the lag is kept back on every stone, as in main time
         stones = max(clock.stones_left, 1)
-        margin = lag + 0.05 * clock.period_left
-        return max((clock.period_left - margin) / stones, MIN_MOVE)
+        return max(0.95 * clock.period_left / stones - lag, MIN_MOVE)
     if settings.kind == BYOYOMI:
         period = clock.period_left if clock.period_left > 0 else settings.period
         return max(period - lag - 0.1 * period, MIN_MOVE)

@@ -20,12 +20,10 @@ class SgfCommands:
                 raise OSError("not a regular file")
             with open(filename, "rb") as f:
                 data = f.read(16 << 20)
-            stopped = self.game.load(sgf.read_sgf(data), limit)
-        except (OSError, ValueError) as e:
+            self.game.load(sgf.read_sgf(data), limit)
+        except (OSError, ValueError) as e:  # the game before it stands
             self.log(f"{NAME}: cannot load {filename!r}: {e}")
             raise GtpFailure("cannot load file") from None
-        if stopped:
-            self.log(f"{NAME}: {filename}: {stopped}")
         self._start_warmup()
         return ""
 

@@ -15,6 +15,7 @@ class TimeCommands:
 
     _time = None  # TimeSettings, set on first use
     _clocks: dict | None = None  # colour -> timecontrol.Clock
+    _time_announced = False  # time_settings / kgs-time_settings seen ("none" included)
 
     def _timing(self):
         from alphalite.engine import timecontrol as tc
@@ -40,11 +41,12 @@ class TimeCommands:
 
     def _charge(self, color: int, seconds: float) -> None:
         tc = self._timing()
-        self._clocks[color] = tc.charge(self._time, self._clocks[color], seconds)
+        self._clocks[color] = tc.charge(self._time, self._clocks[color], seconds, lag=self.config.lag_buffer)
 
     def _set_time(self, settings):
         tc = self._timing()
         self._time = settings
+        self._time_announced = True
         self._clocks = {BLACK: tc.start_clock(settings), WHITE: tc.start_clock(settings)}
         self.log(f"{NAME}: time settings {settings}")
 
@@ -75,6 +77,8 @@ class TimeCommands:
         s = parse_int(stones)
         if t < 0 or s < 0:
             raise GtpFailure("syntax error")
+        if self._time.kind == tc.NONE and self._time_announced:  # "no limit" announced: nothing to keep
+            return ""
         if self._time.kind == tc.NONE:  # a clock nobody announced: treat it as absolute time
             self._time = tc.TimeSettings(tc.ABSOLUTE, main=t) if s == 0 else \
                 tc.TimeSettings(tc.CANADIAN, main=0.0, period=t, stones=s)
