@@ -1101,6 +1101,25 @@ def test_kata_analyze_format_and_perspective():
                                                         "but not honoured: the search has no move bans"]
 
 
+def test_analysis_with_a_net_that_cannot_load_is_answered_with_a_failure(monkeypatch):
+    from alphalite.engine import players
+    from alphalite.nn import checkpoint
+
+    def broken(*args, **kwargs):  # the 19x19 nets, loaded on the first move there, turn out unreadable
+        raise checkpoint.CheckpointError("variables: unreadable")
+
+    eng = gtp.Engine(gtp.EngineConfig(engine="policy", size=9, checkpoint="auto"), log=lambda m: None,
+                     warmup=False)
+    monkeypatch.setattr(players, "load_net", broken)
+    assert eng.handle("boardsize 19") == "=\n\n"
+    for cmd in ("lz-genmove_analyze b 10", "kata-genmove_analyze 10", "lz-analyze 10", "kata-analyze 10"):
+        out = []  # the streamed answer, as the stdin loop writes it: a failure, no "=5" opening a stream
+        eng.stream(protocol.parse(f"5 {cmd}"), out.append, lambda: False)
+        assert "".join(out) == "?5 cannot load the 19x19 network\n\n", (cmd, out)
+    assert eng.handle("5 genmove b") == "?5 cannot load the 19x19 network\n\n"
+    assert len(eng.game.moves) == 0
+
+
 @pytest.mark.subprocess
 def test_kata_analyze_streams(engine):
     """Over real pipes: kata-analyze streams info lines until the next line

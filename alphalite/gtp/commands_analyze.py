@@ -72,6 +72,7 @@ class AnalyzeCommands:
         self.wait_ready()
         try:
             req = self._analyze_args(cmd.args, cmd.name)
+            self._player()  # a net that cannot load is answered "?", before "=" opens the stream
         except GtpFailure as e:
             write(frame(cmd.id, False, str(e)))
             return
