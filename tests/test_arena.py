@@ -242,6 +242,13 @@ def test_sprt_stops_early(tmp_path, fake):
     assert arena.run_tournament(t, tmp_path, progress=False, say=said.append)["played"] == 0
 
 
+def test_engine_names_that_spell_one_game_id_two_ways_are_refused(fake):
+    t = Tournament(engines=(fake("a", "walk"), fake("b-c", "walk"), fake("a-b", "walk"), fake("c", "walk")),
+                   games=2, size=5, referee="none")
+    with pytest.raises(arena.ArenaError, match="both name game a-b-c-0000"):
+        t.validate()
+
+
 def test_cli_errors_are_one_line(tmp_path, capsys):
     assert cli.main(["arena", "--engine", "x", "--engine", "y=z", "--out", str(tmp_path)]) == 2
     assert "NAME=COMMAND" in capsys.readouterr().err
@@ -296,14 +303,16 @@ def test_demo_match_without_gnugo(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
-def test_stopped_run_resumes(tmp_path, fake, sig, code):
-    """Ctrl-C (to the whole process group, as a terminal sends it) or kill -9
-    mid-tournament: finished games stay, a rerun plays only the rest."""
+@pytest.mark.parametrize("sig,code,jobs", [(signal.SIGINT, 130, 1), (signal.SIGKILL, -9, 1), (signal.SIGTERM, 130, 2)])
+def test_stopped_run_resumes(tmp_path, fake, sig, code, jobs):
+    """Ctrl-C (to the whole process group, as a terminal sends it), kill -9,
+    or kill (SIGTERM to the arena alone, its workers playing) mid-tournament:
+    finished games stay, no game is played on after the arena stops, and a
+    rerun plays only the rest."""
     slow = fake("slow", "slowwalk")
     argv = [sys.executable, "-m", "alphalite.cli", "arena", "--engine", f"a={slow.command}",
             "--engine", f"b={fake('b', 'pass').command}", "--games", "6", "--size", "5",
-            "--referee", "none", "--quiet", "--out", str(tmp_path)]
+            "--referee", "none", "--quiet", "--jobs", str(jobs), "--out", str(tmp_path)]
     # Ctrl-C as from a terminal: a test run started in the background by a
     # non-interactive shell (nohup cmd &) inherits SIGINT ignored, and so
     # would the arena. A handled signal is reset to the default at exec, so
@@ -319,13 +328,20 @@ def test_stopped_run_resumes(tmp_path, fake, sig, code):
     deadline = time.time() + 60
     while time.time() < deadline and len(arena.read_results(path)) < 2:
         time.sleep(0.05)
-    os.killpg(proc.pid, sig)
+    if sig == signal.SIGTERM:
+        os.kill(proc.pid, sig)  # the arena alone, not its process group
+    else:
+        os.killpg(proc.pid, sig)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == code
-    if sig == signal.SIGINT:
+    if sig != signal.SIGKILL:
         assert "rerun the same command to resume" in out
     kept = [r["game"] for r in arena.read_results(path)]
     assert 2 <= len(kept) < 6
+    if sig == signal.SIGTERM:  # its workers stopped with it: no game record appears afterwards
+        records = sorted(p.name for p in (tmp_path / "games").glob("*.sgf"))
+        time.sleep(3)
+        assert sorted(p.name for p in (tmp_path / "games").glob("*.sgf")) == records
     assert cli.main(argv[3:]) == 0
     ids = [r["game"] for r in arena.read_results(path)]
     assert ids[:len(kept)] == kept and sorted(ids) == [f"a-b-{i:04d}" for i in range(6)]

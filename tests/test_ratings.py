@@ -19,6 +19,9 @@ def test_wilson_known_values():
     lo, hi = wilson(0, 10)
     assert lo == 0 and hi == pytest.approx(0.2775, abs=1e-4)
     assert wilson(0, 0) == (0.0, 1.0)
+    # a perfect score's interval reaches exactly 1 (an infinite Elo bound, not +6382)
+    assert wilson(10, 10)[1] == 1.0 and ratings.elo_from_rate(wilson(10, 10)[1]) == math.inf
+    assert wilson(0, 100)[0] == 0.0 and ratings.elo_from_rate(wilson(0, 100)[0]) == -math.inf
 
 
 def test_two_player_mle_is_the_logit_of_the_win_rate():
@@ -80,6 +83,21 @@ def test_sprt_bounds_and_llr():
     for bad in ("elo0=10,elo1=5", "alpha=0.7", "foo=1", "elo1=x"):
         with pytest.raises(ValueError):
             Sprt.parse(bad)
+
+
+def test_sprt_decision_is_the_first_crossing():
+    """Games still in play when the SPRT decided (--jobs > 1) cannot undo it."""
+    s = Sprt()
+
+    def results(outcomes):  # "a" Black throughout: 1 a win, 0 a loss, in the order they finished
+        return [{"status": "done", "black": "a", "white": "b", "winner_colour": "B" if x else "W"}
+                for x in outcomes]
+
+    assert s.state(53, 20)["decision"] == "accept H1" and s.state(53, 21)["decision"] == "continue"
+    late = s.decide(results([1] * 53 + [0] * 20 + [0]), "a")  # decided at 31-0; the rest came after
+    assert late["decision"] == "accept H1" and (late["wins"], late["losses"]) == (31, 0) and late["overshoot"] == 43
+    mixed = s.decide(results([1, 0] * 30), "b")  # never crosses: the whole record, as state gives it
+    assert mixed == {**s.state(30, 30), "overshoot": 0}
 
 
 @pytest.mark.parametrize("true_elo,expect", [(150, "accept H1"), (-100, "accept H0")])

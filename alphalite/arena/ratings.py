@@ -50,7 +50,8 @@ def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
     d = 1 + z * z / n
     mid = (p + z * z / (2 * n)) / d
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, mid - half), min(1.0, mid + half)
+    # exact at the ends: a perfect score's interval reaches 1 (an infinite Elo), not 1 - 1e-16
+    return (0.0 if k <= 0 else max(0.0, mid - half)), (1.0 if k >= n else min(1.0, mid + half))
 
 
 def elo_from_rate(p: float) -> float:
@@ -294,6 +295,20 @@ class Sprt:
         return {"decision": decision, "llr": llr, "lower": lo, "upper": hi, "wins": wins, "losses": losses,
                 "draws": draws, "elo0": self.elo0, "elo1": self.elo1, "alpha": self.alpha, "beta": self.beta}
 
+    def decide(self, results, candidate: str) -> dict:
+        """``state`` of ``candidate``'s finished games in the order they
+        finished, stopped at the first crossing of a bound: games that were
+        still running when it decided (``--jobs`` > 1) cannot undo it
+        (``overshoot`` counts them)."""
+        scores = [s if b == candidate else 1 - s for b, w, s in game_scores(results) if candidate in (b, w)]
+        wld = [0, 0, 0]
+        for k, mine in enumerate(scores, 1):
+            wld[0 if mine == 1 else 1 if mine == 0 else 2] += 1
+            st = self.state(*wld)
+            if st["decision"] != "continue":
+                return {**st, "overshoot": len(scores) - k}
+        return {**self.state(*wld), "overshoot": 0}
+
 
 # ------------------------------------------------------------------ plot and report
 
@@ -366,10 +381,12 @@ def write_report(out, results, *, anchor: str, anchor_elo: float = 0.0, sprt: Sp
         text.append(elo_note)
     sprt_state = None
     if sprt is not None and candidate:
-        w, l, d = count_wdl(done, candidate)
-        sprt_state = sprt.state(w, l, d)
+        sprt_state = sprt.decide(done, candidate)
+        n = sprt_state["wins"] + sprt_state["losses"] + sprt_state["draws"]
         text.append(f"SPRT {candidate}: {sprt_state['decision']}, LLR {sprt_state['llr']:.2f} in "
-                    f"[{sprt_state['lower']:.2f}, {sprt_state['upper']:.2f}] after {w + l + d} games")
+                    f"[{sprt_state['lower']:.2f}, {sprt_state['upper']:.2f}] after {n} games"
+                    + (f" ({sprt_state['overshoot']} more were in play when it decided)"
+                       if sprt_state["overshoot"] else ""))
     if voids or stopped:
         text.append(f"{len(voids)} void games (replayed); " + (
             "stopped pairings: " + "; ".join(f"{' vs '.join(s['pairing'])} ({s.get('error')})" for s in stopped)
@@ -448,6 +465,10 @@ def write_report(out, results, *, anchor: str, anchor_elo: float = 0.0, sprt: Sp
             think[nm].append(v / max(r.get("moves", 1) / 2, 1))
     md.append("Endings: " + (", ".join(f"{k} {v}" for k, v in sorted(ends.items())) or "none") + ".")
     md.append("")
+    unrefereed = [r["game"] for r in done if r.get("referee_error")]
+    if unrefereed:  # counted as the board stood: the referee failed on them
+        md.append(f"Referee failed, counted as the board stood: {', '.join(unrefereed)}.")
+        md.append("")
     md.append("Engines' own `final_score` disagreeing with the arena's result (games scored after passes): "
               + (", ".join(f"{k} {v}" for k, v in sorted(disagree.items())) or "none") + ".")
     md.append("")

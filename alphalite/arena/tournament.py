@@ -55,6 +55,7 @@ import shlex
 import shutil
 import signal
 import sys
+import threading
 import time
 import zlib
 from collections import Counter, deque
@@ -439,7 +440,7 @@ def _save_sgf(job: GameJob, rec: dict, moves) -> str:
              f"white: {job.white.name} = {job.white.command}" + (f" [time {job.white.time}]" if job.white.time else ""),
              f"size {job.size}, komi {job.komi:g}, handicap {job.handicap}, move cap "
              f"{job.max_moves or 3 * job.size * job.size}, attempt {job.attempt}, seed {rec.get('seed')}"]
-    for k in ("end", "referee", "dead", "final_score", "disagree", "illegal", "error"):
+    for k in ("end", "referee", "referee_error", "dead", "final_score", "disagree", "illegal", "error"):
         if k in rec:
             lines.append(f"{k}: {rec[k]}")
     root.set("GC", "\n".join(lines))
@@ -541,6 +542,12 @@ class Tournament:
             ratings.Sprt.parse(self.sprt)
             if len(names) != 2:
                 raise ArenaError("--sprt compares exactly two engines: candidate first, then the current best")
+        seen: dict[str, tuple[str, str]] = {}
+        for gid, _, _, _, pairing in self.schedule():  # names with "-" can spell one id two ways
+            if gid in seen and seen[gid] != pairing:
+                raise ArenaError(f"pairings {' vs '.join(seen[gid])} and {' vs '.join(pairing)} both name "
+                                 f"game {gid}: rename an engine")
+            seen[gid] = pairing
 
     def pairings(self) -> list[tuple[str, str]]:
         names = [e.name for e in self.engines]
@@ -612,10 +619,19 @@ def run_tournament(t: Tournament, out: str | os.PathLike, *, jobs: int = 1, prog
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     lock = _lock(out)
+    # kill (SIGTERM) stops the arena as Ctrl-C does: the games in play are dropped and replayed on resume
+    previous = (signal.signal(signal.SIGTERM, _interrupt)
+                if threading.current_thread() is threading.main_thread() else None)
     try:
         return _run(t, out, jobs=jobs, progress=progress, say=say)
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         lock.close()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _lock(out: Path):
@@ -649,9 +665,7 @@ def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
     def sprt_state():
         if sprt is None:
             return None
-        games = [r for r in read_results(results_path) if r.get("status") == "done"]
-        w, l, d = ratings.count_wdl(games, cand)
-        return sprt.state(w, l, d)
+        return sprt.decide([r for r in read_results(results_path) if r.get("status") == "done"], cand)
 
     state = sprt_state()
     if state and state["decision"] != "continue":
@@ -749,6 +763,9 @@ def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
                     todo.clear()
     except KeyboardInterrupt:
         interrupted = True
+        # a worker would play its game to the end (and write its record) after we stop: end it now
+        for proc in list((getattr(executor, "_processes", None) or {}).values()):
+            proc.terminate()
         executor.shutdown(wait=False, cancel_futures=True)
         executor = None
         say(f"\narena: interrupted; {played} games finished in this run are kept in {results_path}; "
