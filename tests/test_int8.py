@@ -66,6 +66,10 @@ def test_int8_policy_value_net_names_the_fp32_moves_and_is_cached(cache, monkeyp
     monkeypatch.setattr(int8, "self_play_planes", no_self_play)
     again = players.load_net("az9", None, "int8")
     assert again.protos == q8.protos and again.note == "cached"
+    # the same cache folder on a host whose int8 kernels differ (AVX2 without VNNI): checked there anew
+    monkeypatch.setattr(int8, "isa_tag", lambda: "x86_64 avx2")
+    with pytest.raises(AssertionError, match="quantized again"):
+        players.load_net("az9", None, "int8")
 
 
 def test_int8_policy_with_its_value_net(cache):
@@ -159,6 +163,30 @@ def test_the_check_covers_every_output_ownership_included():
     top = logits.copy()
     top[:2] = np.roll(top[:2], 1, axis=1)  # two of four top moves differ
     assert int8.agreement(ref, fake({"logits": top, "value": value, "ownership": own}), x) == 0.5
+
+
+def test_two_engines_starting_together_calibrate_once(cache, monkeypatch):
+    import threading
+    import time
+
+    calls = []
+
+    def slow_calibration(protos, planes_fn, split, paths, failed, kept):
+        calls.append(1)
+        time.sleep(0.5)
+        for p in paths:
+            p.write_bytes(b"int8")
+        return [b"int8"] * len(paths), "calibrated now"
+
+    monkeypatch.setattr(int8, "_calibrate", slow_calibration)
+    notes = []
+    starts = [threading.Thread(target=lambda: notes.append(int8.quantized([b"graph"], lambda: None)[1]))
+              for _ in range(2)]
+    for t in starts:
+        t.start()
+    for t in starts:
+        t.join()
+    assert len(calls) == 1 and sorted(notes) == ["cached", "calibrated now"]
 
 
 def test_an_unwritable_cache_costs_the_cache_only(tmp_path, monkeypatch):

@@ -356,8 +356,9 @@ class PolicyNet:
             self.inference = "int8" if jax.default_backend() == "cpu" and nets_ok else "jax"
         from alphalite.nn.int8 import QuantizationError
 
-        if inference == "int8" and not nets_ok:
-            raise QuantizationError(f"int8 inference covers the ResNet nets, not {type(self.model).__name__}")
+        if inference in ("int8", "onnx") and not nets_ok:
+            raise QuantizationError(f"{inference} inference covers the ResNet nets, not "
+                                    f"{type(self.model).__name__}")
         self.protos = None  # the int8 graphs (policy's, value net's)
         self.note = ""  # how the int8 graphs came to be, for the start-up line
         if self.inference == "int8":
@@ -442,8 +443,9 @@ def load_net(policy: str, value: str | None = None, inference: str = "auto") -> 
         return PolicyNet(info, variables, vinfo, vvars, inference)
     except QuantizationError as e:
         raise checkpoint.CheckpointError(f"{policy}: {e}") from None
-    except ValueError as e:  # the two nets do not go together
-        raise checkpoint.CheckpointError(f"{value} beside the policy net {policy}: {e}") from None
+    except ValueError as e:  # the two nets do not go together (or the one net cannot run so)
+        where = f"{value} beside the policy net {policy}" if value is not None else str(policy)
+        raise checkpoint.CheckpointError(f"{where}: {e}") from None
 
 
 class PolicyPlayer:

@@ -76,13 +76,30 @@ def cache_dir() -> Path:
     return convtune.cache_file().parent / "int8"
 
 
+# The CPU features that choose ORT's int8 kernels: without VNNI, AVX2's
+# u8 x s8 products can saturate, so a net checked on one kind of host is not
+# checked on another (the cache is keyed by them; a shared cache folder too).
+INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm")
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return set()
+    return {f for ln in text.splitlines() if ln.startswith(("flags", "Features")) for f in ln.split(":", 1)[1].split()}
+
+
 def has_vnni() -> bool:
     """Whether ORT's int8 products run on VNNI here (reported by the benchmarks)."""
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
+    return bool({"avx512_vnni", "avx_vnni"} & cpu_flags())
+
+
+def isa_tag() -> str:
+    """The machine and its int8-relevant CPU features, as the cache key has them."""
+    import platform
+
+    return " ".join([platform.machine(), *sorted(set(INT8_FLAGS) & cpu_flags())])
 
 
 def self_play_planes(run, size: int, preset: str, games: int = CALIB_GAMES, every: int = CALIB_EVERY,
@@ -184,22 +201,56 @@ def quantized(protos: list[bytes], planes_fn, split: int | None = None) -> tuple
     the second the rest), checked (``MIN_AGREE``) and cached."""
     import onnxruntime as ort
 
-    from alphalite.nn import features, onnx_export
-    from alphalite.runtime import files
-
-    h = hashlib.sha256(f"{CACHE_VERSION} {ort.__version__} {MIN_AGREE}".encode())
+    h = hashlib.sha256(f"{CACHE_VERSION} {ort.__version__} {MIN_AGREE} {isa_tag()}".encode())
     for p in protos:
         h.update(hashlib.sha256(p).digest())
     key = h.hexdigest()[:32]
     paths = [cache_dir() / f"{key}-{i}.onnx" for i in range(len(protos))]
     failed, kept = cache_dir() / f"{key}.failed", cache_dir() / f"{key}.fp32"
+
+    def cached():
+        try:
+            if all(p.exists() for p in paths):
+                return [p.read_bytes() for p in paths], "cached" + (f" ({kept.read_text()})" if kept.exists() else "")
+            if failed.exists():
+                raise QuantizationError(failed.read_text().strip() + " (remembered)")
+        except OSError:
+            pass
+        return None
+
+    found = cached()
+    if found is not None:
+        return found
+    # one calibration at a time (two engines of an arena start together): the second then reads the first's
+    with _locked(cache_dir() / f"{key}.lock"):
+        found = cached()
+        if found is not None:
+            return found
+        return _calibrate(protos, planes_fn, split, paths, failed, kept)
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock on ``path`` (none where the folder cannot be written: the work is then just done twice)."""
+    import fcntl
+
     try:
-        if all(p.exists() for p in paths):
-            return [p.read_bytes() for p in paths], "cached" + (f" ({kept.read_text()})" if kept.exists() else "")
-        if failed.exists():
-            raise QuantizationError(failed.read_text().strip() + " (remembered)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "w")
     except OSError:
-        pass
+        yield
+        return
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+    finally:
+        f.close()
+
+
+def _calibrate(protos, planes_fn, split, paths, failed, kept) -> tuple[list[bytes], str]:
+    from alphalite.nn import features, onnx_export
+    from alphalite.runtime import files
+
     planes = planes_fn()
     out, agrees, fp32 = [], [], []
     for i, (proto, x) in enumerate(zip(protos, features.split_planes(planes, split))):
