@@ -419,6 +419,7 @@ def run_mcts(
     tree: Tree | None = None,
     max_seconds: float | None = None,
     callback: Callable[[Tree, int], bool] | None = None,
+    new_noise: bool = True,
 ) -> SearchOutput:
     """PUCT search from ``root_state``; see the module docstring.
 
@@ -436,7 +437,9 @@ def run_mcts(
     visits_done)`` is called after every round (progress, ``lz-analyze``
     output, pondering); returning True stops the search. Stopping early
     leaves fewer than ``num_simulations`` visits; the tree stays
-    consistent. Raises ValueError if the game is over."""
+    consistent. ``new_noise`` False: a call that goes on with the same move's
+    search keeps the root noise it has (AlphaZero draws it once a move).
+    Raises ValueError if the game is over."""
     if root_state.is_over:
         raise ValueError("run_mcts: the game is over (two passes)")
     if num_simulations < 0:
@@ -483,11 +486,11 @@ def run_mcts(
         priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, 1, L.legal), A)
         _backup(tuple(tree.arrays), 1, tuple(L), priors, values)
 
-    # Root noise (fresh each call, on the clean priors).
-    if tree.raw_root_prior is not None:
+    # Root noise: fresh for each move's search, on the clean priors.
+    if new_noise and tree.raw_root_prior is not None:
         tree.children_prior[0] = tree.raw_root_prior
         tree.raw_root_prior = None
-    if sp.dirichlet_alpha > 0 and sp.dirichlet_fraction > 0:
+    if new_noise and sp.dirichlet_alpha > 0 and sp.dirichlet_fraction > 0:
         legal = tree.children_legal[0]
         idx = np.flatnonzero(legal)
         noise = gen.dirichlet(np.full(idx.size, float(sp.dirichlet_alpha)))

@@ -323,7 +323,9 @@ def play_mcts_games(
             cand[-1] = False
             if cand.any():
                 out = me.run(state, rng)
-                move = choose_move(out.tree.children_visits[0], out.tree.children_prior[0], cand,
+                t = out.tree
+                prior = t.children_prior[0] if t.raw_root_prior is None else t.raw_root_prior  # ties: not the noise
+                move = choose_move(t.children_visits[0], prior, cand,
                                    me.search_params.temperature_at(len(played)), rng)
             else:
                 move = size * size

@@ -309,6 +309,25 @@ def test_dirichlet_noise_changes_root_priors():
     np.testing.assert_allclose(out3.tree.children_prior[0], raw)
 
 
+def test_one_noise_draw_for_the_whole_move():
+    """The engine searches a move in chunks (64, 64, 128, ...): every chunk
+    goes on under the root noise the first drew (AlphaZero's one sample a
+    move; each chunk drew anew before)."""
+    from alphalite.engine.players import MctsPlayer
+
+    seen = []
+
+    def record(tree, n):
+        seen.append(tree.children_prior[0].copy())
+        return False
+
+    p = MctsPlayer(uniform_evaluator(0.0), visits=400, search_params=SearchParams(dirichlet_alpha=0.3))
+    out = p.run(board.new_game(5), rng(4), max_visits=400, callback=record)
+    assert out.tree.raw_root_prior is not None and len(seen) > 8
+    assert all(np.array_equal(x, seen[0]) for x in seen)  # one noised prior throughout
+    assert not np.allclose(seen[0], out.tree.raw_root_prior)
+
+
 def test_temperature():
     s = board.new_game(4, 0.5)
     out = run_mcts(None, rng(), s, rollout_evaluator(), num_simulations=100, search_params=SearchParams(batch_size=8))

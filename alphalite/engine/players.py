@@ -514,7 +514,8 @@ def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: flo
 
         left = None if t_end is None else max(t_end - time.perf_counter(), 0.0)
         out = run_mcts(params, rng, state, evaluate_fn, num_simulations=chunk,
-                       search_params=search_params, tree=tree, max_seconds=left, callback=cb)
+                       search_params=search_params, tree=tree, max_seconds=left, callback=cb,
+                       new_noise=base == 0)  # one noise draw for the whole move
         tree = out.tree
         done += last[0]
         stopped = chunk == 0 or last[0] < chunk and (t_end is None or time.perf_counter() < t_end)
@@ -630,7 +631,8 @@ class MctsPlayer:
         out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback)
         tree = out.tree
         visits = tree.children_visits[0]
-        move, note = settle(state, int(out.action), visits, tree.children_prior[0], candidates,
+        prior = tree.children_prior[0] if tree.raw_root_prior is None else tree.raw_root_prior  # not the noise
+        move, note = settle(state, int(out.action), visits, prior, candidates,
                             self.search_params.temperature_at(state.move_number), rng)
         return Decision(move, winrate=0.5 * (out.root_value + 1.0), visits=int(visits.sum()),
                         analysis=tree.root_analysis(), note=note)
