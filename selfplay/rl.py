@@ -90,6 +90,9 @@ RESUMABLE_OVERRIDES = ("iterations", "max_minutes", "eval_every", "keep_games", 
 def check_config(cfg: RLConfig) -> None:
     if cfg.games_per_iteration < 2 or cfg.games_per_iteration % 2:
         raise ValueError(f"games_per_iteration must be even and >= 2, got {cfg.games_per_iteration}")
+    if cfg.baseline == "colour" and cfg.games_per_iteration < 4:
+        raise ValueError("the colour baseline needs games_per_iteration >= 4: with one game a colour every "
+                         "advantage is 0 and nothing is learnt (or use --baseline mean)")
     if cfg.eval_games < 0 or cfg.eval_games % 2:
         raise ValueError(f"eval_games must be even and >= 0, got {cfg.eval_games}")
     for name in ("iterations", "pool_every", "eval_every", "micro_batch"):
@@ -122,7 +125,8 @@ def advantages(outcome: np.ndarray, learner_black: np.ndarray, baseline: str) ->
 def make_grad_fn(model):
     """jitted (params, batch_stats, planes uint8 [B,H,W,C], mask [B,A], moves
     [B], weight [B], inv_temp) -> (grads of sum_i -weight_i * log pi(move_i),
-    sums of (loss, entropy, log-prob)). Rows with weight 0 are padding."""
+    the loss, each row's entropy and log-prob [B]). Padding rows carry weight 0
+    (so does a real position whose advantage is 0: the caller knows which are real)."""
     import jax
     import jax.numpy as jnp
 
@@ -137,8 +141,7 @@ def make_grad_fn(model):
             logp = nets.masked_log_softmax(logits * inv_temp, mask)
             lp = jnp.take_along_axis(logp, moves[:, None], axis=1)[:, 0]
             ent = -jnp.sum(jnp.where(mask, jnp.exp(logp) * jnp.where(mask, logp, 0.0), 0.0), axis=1)
-            real = (weight != 0).astype(jnp.float32)
-            return -jnp.sum(weight * lp), (jnp.sum(ent * real), jnp.sum(lp * real))
+            return -jnp.sum(weight * lp), (ent, lp)
 
         (loss, (ent, lp)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         return grads, loss, ent, lp
@@ -171,8 +174,8 @@ def policy_gradient(grad_fn, params, batch_stats, positions, weights: np.ndarray
         w[:k] = weights[s:e]
         g, _, e_sum, lp_sum = grad_fn(params, batch_stats, planes, mask, moves, w, np.float32(inv_temp))
         total = g if total is None else jax.tree_util.tree_map(lambda a, b: a + b, total, g)
-        ent += float(e_sum)
-        lp += float(lp_sum)
+        ent += float(np.sum(np.asarray(e_sum)[:k]))  # the k real rows, whatever their advantage
+        lp += float(np.sum(np.asarray(lp_sum)[:k]))
     return total, {"entropy_sum": ent, "logp_sum": lp}
 
 

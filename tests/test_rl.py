@@ -71,6 +71,10 @@ def test_reinforce_moves_probability_the_right_way(sign):
     before = prob(v["params"])
     assert np.isclose(st["logp_sum"] / 6, np.log(before), atol=1e-4)
     assert (prob(after) - before) * sign > 0.002
+    # positions whose advantage is 0 still count in the logged entropy and log-prob (not as padding)
+    _, st0 = rl.policy_gradient(grad_fn, v["params"], v["batch_stats"], pos, np.zeros(6, np.float32), 1.0,
+                                micro_batch=4)
+    assert st0 == pytest.approx(st)
 
 
 @pytest.mark.slow
@@ -110,7 +114,7 @@ def test_a_non_finite_update_stops_the_run_unapplied(tmp_path):
     from alphalite.train import loop
 
     _export_tiny(tmp_path / "sl")
-    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=2, games_per_iteration=2, eval_games=0,
+    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=2, games_per_iteration=2, baseline="mean", eval_games=0,
                       learning_rate=1e39, micro_batch=64, max_moves=20)
     assert cfg.grad_clip == loop.GRAD_CLIP and len(rl.make_optimizer(cfg).init({"w": jnp.zeros(1)})) == 2
     with pytest.raises(loop.TrainingDiverged, match="iteration 1 gave a non-finite .* stays at iteration 0"):
@@ -123,6 +127,11 @@ def test_a_non_finite_update_stops_the_run_unapplied(tmp_path):
 def test_bad_config_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="even"):
         rl.check_config(rl.RLConfig(games_per_iteration=3))
+    # one game a colour: the colour baseline leaves every advantage 0
+    assert not rl.advantages(np.array([1.0, -1.0]), np.array([True, False]), "colour").any()
+    with pytest.raises(ValueError, match="colour baseline needs games_per_iteration >= 4"):
+        rl.check_config(rl.RLConfig(games_per_iteration=2))
+    rl.check_config(rl.RLConfig(games_per_iteration=2, baseline="mean"))
     with pytest.raises(Exception, match="not found"):
         rl.train_rl(rl.RLConfig(init=str(tmp_path / "nope")), tmp_path / "run", progress=False)
 
@@ -156,7 +165,7 @@ def test_ctrl_c_stops_cleanly_with_the_iteration_saved(tmp_path):
 
     _export_tiny(tmp_path / "sl")
     run = tmp_path / "run"
-    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=1000, games_per_iteration=2, eval_games=0,
+    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=1000, games_per_iteration=2, baseline="mean", eval_games=0,
                       pool_every=2, micro_batch=64, max_moves=30)
 
     def interrupt():  # Ctrl-C once the first iteration is on disk
@@ -178,7 +187,7 @@ def test_kill9_then_resume_same_iteration_and_pool(tmp_path):
     _export_tiny(tmp_path / "sl")
     run = tmp_path / "run"
     argv = [sys.executable, str(ROOT / "run_rl.py"), "--workdir", str(run), "--init", str(tmp_path / "sl"),
-            "--iterations", "1000", "--games-per-iteration", "2", "--eval-games", "0", "--pool-every", "2",
+            "--iterations", "1000", "--games-per-iteration", "2", "--baseline", "mean", "--eval-games", "0", "--pool-every", "2",
             "--micro-batch", "64", "--quiet", "--max-moves", "30"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -190,7 +199,7 @@ def test_kill9_then_resume_same_iteration_and_pool(tmp_path):
     assert last >= 3  # metrics are written just before the checkpoint
     _, meta = checkpoint.restore(mgr, _abstract_state(tmp_path / "sl"), last)
     assert meta["iteration"] == last
-    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=last + 1, games_per_iteration=2, eval_games=0,
+    cfg = rl.RLConfig(init=str(tmp_path / "sl"), iterations=last + 1, games_per_iteration=2, baseline="mean", eval_games=0,
                       pool_every=2, micro_batch=64, max_moves=30)
     res = rl.train_rl(cfg, run, progress=False)
     assert res["iteration"] == last + 1

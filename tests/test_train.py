@@ -191,6 +191,26 @@ def _params(workdir):
     return out.state, out.meta
 
 
+def test_a_resumed_run_keeps_the_best_its_last_evaluation_found(sample_data, tmp_path, monkeypatch):
+    """The last checkpoint is written before a run's last evaluation; a new
+    best found there must still hold when the run is resumed (a worse later
+    evaluation replaced it in best/)."""
+    cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=3, eval_every=5,
+                         eval_positions=64, checkpoint_every=3, log_every=3, optimizer="adam", learning_rate=1e-3)
+    run = tmp_path / "run"
+    first = train.train_and_evaluate(cfg, run, progress=False)
+    best = checkpoint.manager(run / "best")
+    assert best.latest_step() == 3 and first["val_top1"] > 0.0
+    real = train.evaluate
+
+    def worse(*args, **kwargs):  # the resumed run's evaluation scores below the best so far
+        return {**real(*args, **kwargs), "top1": 0.0}
+
+    monkeypatch.setattr(train, "evaluate", worse)
+    train.train_and_evaluate(dataclasses.replace(cfg, total_steps=5), run, progress=False)
+    assert checkpoint.manager(run / "best").latest_step() == 3
+
+
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_resume_after_kill_9_matches_uninterrupted_run(sample_data, tmp_path):

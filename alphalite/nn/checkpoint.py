@@ -130,6 +130,15 @@ def restore(mgr, abstract_state: Any, step: int | None = None):
     return out.state, out.meta
 
 
+def restore_meta(mgr, step: int | None = None) -> dict | None:
+    """The meta of ``step`` (default: latest) alone, or None if there is none."""
+    ocp = _ocp()
+    step = mgr.latest_step() if step is None else step
+    if step is None:
+        return None
+    return mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+
+
 def export_model(out_dir: str | os.PathLike, variables: dict, model_info: dict,
                  extra: dict | None = None) -> Path:
     """Write a standalone model folder (model.json + variables/) atomically."""

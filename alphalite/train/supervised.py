@@ -407,6 +407,10 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     if restored is not None:
         state, meta = restored
         meta.setdefault(best_key, -1e9)  # a pv run saved before its key changed: its next evaluation sets it
+        # the last checkpoint is saved before the run's last evaluation, which may have set a new best
+        best = ckpt.restore_meta(best_mgr)
+        if best is not None and best.get(best_key) is not None:
+            meta[best_key] = max(meta[best_key], best[best_key])
         print(f"resumed {workdir} at step {meta['step']}", flush=True)
     else:
         _start_afresh(workdir)
