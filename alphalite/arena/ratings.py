@@ -81,22 +81,6 @@ def game_scores(results) -> list[tuple[str, str, float]]:
     return out
 
 
-def count_wdl(results, name: str) -> tuple[int, int, int]:
-    """(wins, losses, draws) of ``name`` over finished games."""
-    w = l = d = 0
-    for b, wh, s in game_scores(results):
-        if name not in (b, wh):
-            continue
-        mine = s if b == name else 1 - s
-        if mine == 1:
-            w += 1
-        elif mine == 0:
-            l += 1
-        else:
-            d += 1
-    return w, l, d
-
-
 @dataclasses.dataclass(frozen=True)
 class PairRow:
     a: str

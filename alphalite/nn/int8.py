@@ -83,11 +83,11 @@ INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "asimdd
 
 
 def cpu_flags() -> set[str]:
-    try:
-        text = open("/proc/cpuinfo").read()
-    except OSError:
-        return set()
-    return {f for ln in text.splitlines() if ln.startswith(("flags", "Features")) for f in ln.split(":", 1)[1].split()}
+    """The CPU's feature flags, from the cpuinfo lines ``native.cpu_id`` reads (none where it has none)."""
+    from alphalite.nn import native
+
+    return {f for ln in native.cpu_id().splitlines() if ln.startswith(("flags", "Features"))
+            for f in ln.split(":", 1)[1].split()}
 
 
 def has_vnni() -> bool:
