@@ -410,6 +410,7 @@ class MultiSearch:
         p, T = self.params, self.tree
         reset_roots(T, self.per_game, self.games, live, self.own, self.cfg)
         gumbel = np.zeros((self.k, self.A), np.float64)
+        clean = {}
         if p.root == "gumbel" and p.gumbel_scale > 0:
             gumbel = p.gumbel_scale * gen.gumbel(size=(self.k, self.A))
         calls = leaves = 0
@@ -427,33 +428,43 @@ class MultiSearch:
                 priors, values = np.zeros((1, self.A), np.float32), np.zeros(1, np.float32)
             backup_leaves(T, self.leaf_node, self.leaf_kind, self.leaf_row, priors, values)
             if step == 0 and p.root == "puct":
-                self._root_noise(live, gen)
+                clean = self._root_noise(live, gen)
         targets = np.zeros((self.k, self.A), np.float64)
         actions = np.full(self.k, -1, np.int64)
         root_values = np.zeros(self.k, np.float64)
         if p.root == "gumbel":
             finish_gumbel(T, self.per_game, live, gumbel, self.cfg, targets, actions, root_values, self.sigma)
         else:
-            self._finish_puct(live, gen, targets, actions, root_values)
+            self._finish_puct(live, gen, targets, actions, root_values, clean)
         return MoveSearch(actions, targets.astype(np.float32), root_values.astype(np.float32), calls, leaves)
 
     def _roots(self, live):
         return np.flatnonzero(live) * self.per_game
 
-    def _root_noise(self, live, gen):
+    def _root_noise(self, live, gen) -> dict[int, np.ndarray]:
+        """Dirichlet noise mixed into every live root's priors; returns the
+        clean priors by root node (empty without noise)."""
         sp = self.params.puct
+        clean = {}
         if sp.dirichlet_alpha <= 0 or sp.dirichlet_fraction <= 0:
-            return
+            return clean
         for r in self._roots(live):
             idx = np.flatnonzero(self.tree.children_legal[r])
             noise = gen.dirichlet(np.full(idx.size, float(sp.dirichlet_alpha)))
             prior = self.tree.children_prior[r]
+            clean[int(r)] = prior.copy()
             prior[idx] = (1.0 - sp.dirichlet_fraction) * prior[idx] + sp.dirichlet_fraction * noise
+        return clean
 
-    def _finish_puct(self, live, gen, targets, actions, root_values):
+    def _finish_puct(self, live, gen, targets, actions, root_values, clean):
+        """Visit targets, moves and root values; ties and the fallback move
+        read the clean priors (``clean``, from ``_root_noise``), which go
+        back into the roots."""
         T, sp = self.tree, self.params.puct
         for g in np.flatnonzero(live):
             r = g * self.per_game
+            if r in clean:
+                T.children_prior[r] = clean[r]
             visits = T.children_visits[r].astype(np.float64)
             targets[g] = visits / max(visits.sum(), 1.0)
             actions[g] = choose_move(visits, T.children_prior[r], T.children_legal[r],

@@ -286,3 +286,28 @@ def test_own_area_stays_open_while_other_moves_are_left():
         assert ms.tree.children_legal[0, a5] == (moves == "area")
     with pytest.raises(ValueError):
         MultiParams(moves="territory")
+
+
+def test_puct_root_noise_leaves_the_clean_priors_for_ties():
+    """With PUCT's root noise the visits follow the noise, but a visit tie is
+    broken by the network's clean priors, which go back into the root."""
+    from search.params import SearchParams
+
+    def ranked(params, planes, legal):  # clean priors grow with the move index
+        a = np.arange(legal.shape[1], dtype=np.float32)[None]
+        return (legal * (1.0 + a)).astype(np.float32), np.zeros(len(planes), np.float32)
+
+    puct = SearchParams(dirichlet_alpha=0.03, dirichlet_fraction=1.0)
+    ties = 0
+    for seed in range(20):
+        ms = MultiSearch(1, 7, 7.5, MultiParams(num_simulations=2, root="puct", puct=puct))
+        out = ms.search(ranked, None, np.ones(1, bool), np.random.default_rng(seed))
+        legal = ms.tree.children_legal[0]
+        clean = np.where(legal, np.arange(legal.size) + 1.0, 0.0)
+        np.testing.assert_allclose(ms.tree.children_prior[0], clean / clean.sum(), rtol=1e-5)
+        visits = ms.tree.children_visits[0]
+        tied = np.flatnonzero(visits == visits.max())
+        if len(tied) > 1:
+            ties += 1
+            assert out.actions[0] == tied.max()
+    assert ties >= 3
