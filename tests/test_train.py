@@ -287,6 +287,8 @@ def test_train_loop_writes_run_folder_and_eval_policy(sample_data, tmp_path, cap
     assert saved["model"] == "b1c8" and saved["board_size"] == 19
     recs = files.read_jsonl(run / "metrics.jsonl")
     assert any("val_top1" in r for r in recs) and any("loss" in r for r in recs)
+    # the rate step 2 used: the second of 4 warm-up steps from 0 to 1e-3
+    assert [r["lr"] for r in recs if r.get("step") == 2 and "lr" in r] == [pytest.approx(2.5e-4)]
     assert (run / "plots" / "loss.png").stat().st_size > 1000
     assert (run / "plots" / "accuracy.png").stat().st_size > 1000
     # A different config in the same folder is refused.
