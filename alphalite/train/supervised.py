@@ -510,7 +510,8 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
             if step % cfg.log_every == 0 or step == cfg.total_steps:
                 dt = time.time() - window["t"]
                 n = window["n"]  # >= 1: this step's metrics were just read
-                last = {"step": step, **{k: window[k] / n for k in sums}, "lr": float(schedule(step - 1)),  # the rate this step used
+                # lr: the rate this step used (optax counts from 0)
+                last = {"step": step, **{k: window[k] / n for k in sums}, "lr": float(schedule(step - 1)),
                         "positions_per_s": n * cfg.batch_size / max(dt, 1e-9),
                         "positions_seen": step * cfg.batch_size}
                 files.append_jsonl(workdir / "metrics.jsonl", last)
