@@ -115,6 +115,12 @@ def test_an_aux_net_learns_the_records_final_ownership(tmp_path):
     assert last["score_mae"] < first["score_mae"], (first, last)
     net = players.load_net(lrn.save()["net"], inference="jax")
     assert net.has_ownership and net.model.aux_heads
+    # reopened on the store, it goes on from the saved step with batches of its own
+    again = learner.Learner(store.root, model="b1c8_aux", size=5, preset="default", init="", init_value="",
+                            learning_rate=1e-2, weight_decay=0.0, batch_size=64, value_weight=1.0,
+                            window_games=100)
+    assert again.step == lrn.step == 125
+    assert (again.gen.integers(0, 1 << 30, 8) != np.random.default_rng(0).integers(0, 1 << 30, 8)).all()
     assert not nets.has_ownership(model)  # the plain b1c8_pv that played the games
 
 

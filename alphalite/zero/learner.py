@@ -144,6 +144,8 @@ class Learner:
         got = ckpt.restore(self.mgr, jax.tree_util.tree_map(np.asarray, self.state))
         if got is not None:
             self.state = got[0]
+            # a restarted learner must not draw its first batches again
+            self.gen = np.random.default_rng((seed, self.step))
         self.step_fn = jax.jit(self._step)
 
     def _step(self, state, planes, legal, targets, z, own, score):
