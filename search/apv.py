@@ -227,11 +227,13 @@ class ApvSearch:
         return q.planes[:n], q.legal[:n]
 
     def run(self, state: GoState, *, max_sims: int | None = None, max_seconds: float | None = None,
-            callback: Callable | None = None, tree: K.ApvTree | None = None) -> ApvOutput:
+            callback: Callable | None = None, tree: K.ApvTree | None = None,
+            allowed: np.ndarray | None = None) -> ApvOutput:
         """Search ``state`` until ``max_sims`` rollouts or ``max_seconds``
         (at least one kernel call per thread). ``callback(out_so_far)`` may
         return True to stop. ``tree``: an earlier search's tree advanced to
-        ``state`` (``apv_kernels.advance``) to go on with."""
+        ``state`` (``apv_kernels.advance``) to go on with. ``allowed`` (bool
+        [A]): the only root moves searched (a fresh tree only)."""
         if state.is_over:
             raise ValueError("apv: the game is over (two passes)")
         if state.size != self.size:
@@ -241,6 +243,8 @@ class ApvSearch:
         if tree is not None and (tree.children_prior.shape[1] != self.A or int(tree.to_play[0]) != state.to_play
                                  or not tree.expanded[0]):
             raise ValueError("apv: the tree given is not a searched tree of this position")
+        if allowed is not None and tree is not None:
+            raise ValueError("apv: root moves are restricted in a fresh tree only")
         if not self._running.acquire(blocking=False):
             raise RuntimeError("apv: a search is already running on this ApvSearch")
         try:
@@ -248,7 +252,7 @@ class ApvSearch:
             t_end = None if max_seconds is None else t0 + max(float(max_seconds), 0.0)
             root = state.board_tuple
             lanes = self._lanes_for(root)
-            run = _Run(self, state, lanes, max_sims, t_end, callback, t0, tree)
+            run = _Run(self, state, lanes, max_sims, t_end, callback, t0, tree, allowed)
             run.go()
             out = run.output(final=True)
             if out.rollouts:
@@ -266,8 +270,8 @@ class ApvSearch:
 class _Run:
     """One search: the shared tree, its lock and the network hand-offs."""
 
-    def __init__(self, search: ApvSearch, state, lanes, max_sims, t_end, callback, t0, tree=None):
-        self.s, self.state, self.lanes = search, state, lanes
+    def __init__(self, search: ApvSearch, state, lanes, max_sims, t_end, callback, t0, tree=None, allowed=None):
+        self.s, self.state, self.lanes, self.allowed = search, state, lanes, allowed
         self.max_sims, self.t_end, self.callback, self.t0 = max_sims, t_end, callback, t0
         self.root = state.board_tuple
         self.cfg = search.cfg(float(state.komi), search._center(state))
@@ -315,6 +319,12 @@ class _Run:
             tree.net_state[0] = K.NET_QUEUED
             tree.expanded[0] = True
             self._evaluate_now()
+        if self.allowed is not None:
+            if not tree.expanded[0]:  # no network: the tree policy's priors
+                S = board_at(self.lanes[0].scr, 0)
+                copy_board(S, self.root)
+                K.expand(tree, 0, S, s.pol, self.lanes[0].prior_buf)
+            K.restrict_root(tree, np.ascontiguousarray(self.allowed, np.bool_))
         clean = self._add_noise()
         threads = [threading.Thread(target=self._guarded, args=(lane,), daemon=True) for lane in self.lanes[1:]]
         for t in threads:

@@ -275,6 +275,26 @@ def set_priors(t, node, priors):
 
 
 @njit(cache=True)
+def expand(t, node, S, pol, prior_buf):
+    """``node`` (position ``S``) expanded: its legal moves, the tree policy's priors."""
+    legal_mask(S, t.children_legal[node])
+    patterns.probabilities(S, patterns.state_for(S), pol.tree_tab, pol.tree_w, pol.tree_row, prior_buf)
+    set_priors(t, node, prior_buf)
+    t.expanded[node] = True
+
+
+@njit(cache=True)
+def restrict_root(t, allowed):
+    """Only the ``allowed`` moves at the (expanded, unsearched) root, their
+    priors normalised again (GTP analysis's ``avoid``/``allow``)."""
+    t = _borrowed(t)
+    for a in range(allowed.shape[0]):
+        if not allowed[a]:
+            t.children_legal[0, a] = False
+    set_priors(t, 0, t.children_prior[0].astype(np.float64))
+
+
+@njit(cache=True)
 def _backup(t, node, z, wl, rollout, vl):
     """Add result ``z`` (from ``node``'s player to move's view) to ``node``
     and every ancestor: rollout counts (``wl``: the rollout's win/loss, the
@@ -354,10 +374,7 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
             q.count[0] = k + 1
             t.net_state[node] = NET_QUEUED
         if not t.expanded[node]:
-            legal_mask(S, t.children_legal[node])
-            patterns.probabilities(S, patterns.state_for(S), pol.tree_tab, pol.tree_w, pol.tree_row, prior_buf)
-            set_priors(t, node, prior_buf)
-            t.expanded[node] = True
+            expand(t, node, S, pol, prior_buf)
             return node, LEAF_ROLLOUT, 0.0, 0.0
         if depth >= max_depth:
             return node, LEAF_ROLLOUT, 0.0, 0.0

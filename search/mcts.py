@@ -420,6 +420,7 @@ def run_mcts(
     max_seconds: float | None = None,
     callback: Callable[[Tree, int], bool] | None = None,
     new_noise: bool = True,
+    allowed: np.ndarray | None = None,
 ) -> SearchOutput:
     """PUCT search from ``root_state``; see the module docstring.
 
@@ -439,6 +440,8 @@ def run_mcts(
     leaves fewer than ``num_simulations`` visits; the tree stays
     consistent. ``new_noise`` False: a call that goes on with the same move's
     search keeps the root noise it has (AlphaZero draws it once a move).
+    ``allowed`` (bool [A]): the only root moves searched, set when the root
+    is expanded (a fresh tree; GTP analysis's ``avoid``/``allow``).
     Raises ValueError if the game is over."""
     if root_state.is_over:
         raise ValueError("run_mcts: the game is over (two passes)")
@@ -485,6 +488,13 @@ def run_mcts(
         L.slot[0] = 0
         priors, values = _evaluate(evaluate_fn, params, leaves_for(scratch, 1, L.legal), A)
         _backup(tuple(tree.arrays), 1, tuple(L), priors, values)
+        if allowed is not None:
+            keep = tree.children_legal[0] & allowed
+            tree.children_legal[0] = keep
+            p = np.where(keep, tree.children_prior[0], 0.0)
+            tree.children_prior[0] = p / p.sum() if p.sum() > 0 else keep / max(keep.sum(), 1)
+    elif allowed is not None:
+        raise ValueError("run_mcts: root moves are restricted in a fresh tree only")
 
     # Root noise: fresh for each move's search, on the clean priors.
     if new_noise and tree.raw_root_prior is not None:

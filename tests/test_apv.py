@@ -561,3 +561,25 @@ def test_gtp_apv_plays_a_size_no_network_plays():
     assert sum("7x7" in m and "apv engine searching with its pattern policies alone" in m for m in logs) == 1
     assert eng.handle("2 final_score").startswith("=2 ")
     assert eng.handle("3 kata-analyze w 0 ownership true").startswith("=3 info move ")
+
+
+@pytest.mark.parametrize("with_net", [True, False])
+def test_allowed_root_moves_are_the_only_ones_searched(policies, with_net):
+    """``allowed`` (GTP ``avoid``/``allow``) bans root moves, the capture
+    among them; the priors of what is left sum to 1; deeper nodes keep
+    every move."""
+    state = board.parse_diagram(CAPTURE, komi=12.5)
+    s = make(flat_net() if with_net else None, policies, 5, synchronous=True, search_params=SearchParams(lam=0.0))
+    allowed = np.ones(26, bool)
+    allowed[[CAPTURE_MOVE, 25]] = False
+    out = s.run(state, max_sims=200, allowed=allowed)
+    t = out.tree
+    assert out.action != CAPTURE_MOVE and allowed[out.action]
+    assert t.children_nr[0, ~allowed].sum() == 0 and t.children_nr[0].sum() == 200
+    assert not t.children_legal[0, ~allowed].any() and np.isclose(t.children_prior[0].sum(), 1.0)
+    kids = t.children_index[0][t.children_index[0] >= 0]
+    assert any(t.children_legal[k, CAPTURE_MOVE] or t.children_legal[k, 25] for k in kids)
+    K.check(t)
+    with pytest.raises(ValueError, match="fresh tree"):
+        s.run(state, max_sims=10, tree=t, allowed=allowed)
+    s.close()

@@ -1092,13 +1092,35 @@ def test_kata_analyze_format_and_perspective():
                 "kata-analyze minmoves -1", "lz-genmove_analyze 10", "kata-analyze avoid b d4",
                 "kata-analyze avoid x d4 1", "kata-analyze allow b d4,i4 1", "lz-analyze avoid b d4 -1", "kata-analyze avoid w t19 1"):
         assert eng.handle(f"5 {bad}") == "?5 syntax error\n\n", bad
-    # avoid/allow: accepted as KataGo spells them, not honoured, and said so
+
+
+def test_avoid_and_allow_ban_root_moves():
+    """KataGo's ``avoid``/``allow`` in the analysis commands: banned points
+    get no visits and are not listed, ``allow`` leaves its points (and
+    pass), the analysed side's clauses only count, a clause that reaches
+    deeper plies is said to be honoured at the root; genmove_analyze plays
+    an allowed point; allow twice, or with avoid, is refused."""
     said = []
-    eng._log = said.append
-    out = eng.handle("6 kata-analyze b avoid b a1,b2,pass 1 allow w c3 2 maxmoves 1")
-    assert out.startswith("=6 info move ") and said == ["alphalite: avoid is parsed but not honoured: the "
-                                                        "search has no move bans", "alphalite: allow is parsed "
-                                                        "but not honoured: the search has no move bans"]
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=9, visits=64), log=said.append, warmup=False)
+
+    def moves(out):
+        return [i["move"] for i in parse_kata(out.split(" ", 1)[1].strip(), 9)["infos"]]
+
+    top = moves(eng.handle("1 kata-analyze b minmoves 20 maxmoves 20"))[:10]
+    got = moves(eng.handle(f"2 kata-analyze b avoid b {','.join(top)} 1 minmoves 40 maxmoves 40"))
+    assert len(got) == 40 and not set(top) & set(got), (top, got)
+    # the opponent's clause does not touch the root; a deep one is said once
+    got = moves(eng.handle(f"3 kata-analyze b avoid w {','.join(top)} 3 minmoves 40"))
+    assert set(top) <= set(got) and said.count("alphalite: avoid/allow ban moves at the search's root only, "
+                                               "not deeper in the tree") == 1, said
+    got = moves(eng.handle("4 kata-analyze b allow b c3,e5 1 minmoves 10"))
+    assert {"C3", "E5"} <= set(got) <= {"C3", "E5", "pass"}, got
+    out = eng.handle("5 kata-genmove_analyze b allow b g7 1")
+    assert out.endswith("play G7\n\n") and eng.handle("6 showboard").count("X") >= 1, out
+    for bad in ("kata-analyze b allow b c3 1 allow b d4 1", "kata-analyze b avoid b c3 1 allow b d4 1"):
+        assert eng.handle(f"7 {bad}").startswith("?7 syntax error"), bad
+    every = ",".join(f"{c}{r}" for c in "ABCDEFGHJ" for r in range(1, 10)) + ",pass"
+    assert eng.handle(f"8 kata-analyze w avoid w {every} 1") == "?8 avoid/allow leave no legal move\n\n"
 
 
 def test_analysis_with_a_net_that_cannot_load_is_answered_with_a_failure(monkeypatch):

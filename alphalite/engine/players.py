@@ -488,12 +488,13 @@ class PolicyPlayer:
 
 
 def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: float | None = None,
-           search_params=None, tree=None, callback: Callable | None = None):
+           search_params=None, tree=None, callback: Callable | None = None, allowed=None):
     """``run_mcts`` in growing chunks (the tree doubles as it needs), so a
     large visit cap costs no memory up front. Stops at ``max_visits`` new
     visits, after ``max_seconds``, or when ``callback(tree, visits)`` returns
     True. ``search_params``: ``search.params.SearchParams`` (None: the
-    defaults). Returns the last SearchOutput."""
+    defaults). ``allowed``: the only root moves (``run_mcts``). Returns the
+    last SearchOutput."""
     from search.mcts import DEFAULT_PARAMS, run_mcts
 
     search_params = DEFAULT_PARAMS if search_params is None else search_params
@@ -515,7 +516,8 @@ def search(state, evaluate_fn, params, rng, *, max_visits: int, max_seconds: flo
         left = None if t_end is None else max(t_end - time.perf_counter(), 0.0)
         out = run_mcts(params, rng, state, evaluate_fn, num_simulations=chunk,
                        search_params=search_params, tree=tree, max_seconds=left, callback=cb,
-                       new_noise=base == 0)  # one noise draw for the whole move
+                       new_noise=base == 0,  # one noise draw for the whole move
+                       allowed=allowed if base == 0 else None)
         tree = out.tree
         done += last[0]
         stopped = chunk == 0 or last[0] < chunk and (t_end is None or time.perf_counter() < t_end)
@@ -602,13 +604,17 @@ class MctsPlayer:
             return None
         return tree
 
-    def run(self, state, rng, *, max_visits=None, max_seconds=None, callback=None):
+    def run(self, state, rng, *, max_visits=None, max_seconds=None, callback=None, allowed=None):
         """Search from ``state`` (reusing the previous tree where it fits).
         ``max_seconds`` covers everything here, tree reuse included:
         advancing a large tree copies it (about 10 us a node), so under a
         clock a tree that would eat a real share of the budget is dropped,
-        and the time reuse took is taken off the search's budget."""
+        and the time reuse took is taken off the search's budget.
+        ``allowed`` (bool [A]): the only root moves searched, in a tree of
+        their own (none reused, none kept)."""
         t0 = time.perf_counter()
+        if allowed is not None:
+            self.tree = None
         visits = max_visits
         if visits is None:
             visits = DEFAULT_VISITS if self.visits is None else self.visits
@@ -619,16 +625,16 @@ class MctsPlayer:
         if max_seconds is not None:
             max_seconds = max(max_seconds - (time.perf_counter() - t0), 0.0)
         out = search(state, self.evaluate_fn, self.params, rng, max_visits=visits, max_seconds=max_seconds,
-                     search_params=self.search_params, tree=tree, callback=callback)
-        self.tree = out.tree
+                     search_params=self.search_params, tree=tree, callback=callback, allowed=allowed)
+        self.tree = out.tree if allowed is None else None
         return out
 
-    def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
+    def genmove(self, state, candidates, budget, rng, callback=None, allowed=None) -> Decision:
         if self.visits is not None:
             cap = self.visits
         else:
             cap = DEFAULT_VISITS if budget is None else max_tree_visits(state.size)
-        out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback)
+        out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback, allowed=allowed)
         tree = out.tree
         visits = tree.children_visits[0]
         prior = tree.children_prior[0] if tree.raw_root_prior is None else tree.raw_root_prior  # not the noise
@@ -777,7 +783,7 @@ class ApvPlayer:
             tree = advance(tree, m) if tree is not None else None
         return None if moves is None else tree
 
-    def run(self, state, rng=None, *, max_visits=None, max_seconds=None, callback=None):
+    def run(self, state, rng=None, *, max_visits=None, max_seconds=None, callback=None, allowed=None):
         """``MctsPlayer.run``'s contract: a search of ``state`` until
         ``max_visits`` rollouts, ``max_seconds`` (tree reuse included) or
         ``callback(tree, visits)`` returning True (``tree``: an
@@ -798,18 +804,19 @@ class ApvPlayer:
         if (max_seconds is not None and self._prev is not None
                 and int(self._prev[1].counter[0]) * ADVANCE_SECONDS_PER_NODE > REUSE_SHARE * max_seconds):
             self._prev = None  # too big to carry over within this budget
-        tree = self._reused_tree(state)
+        tree = self._reused_tree(state) if allowed is None else None
         self._prev = None  # kept again only if this search ends well
         if max_seconds is not None:
             max_seconds = max(max_seconds - (time.perf_counter() - t0), 0.0)
-        out = self.search.run(state, max_sims=max_visits, max_seconds=max_seconds, callback=cb, tree=tree)
+        out = self.search.run(state, max_sims=max_visits, max_seconds=max_seconds, callback=cb, tree=tree,
+                              allowed=allowed)
         self.last = out
-        self._prev = (state, out.tree)
+        self._prev = (state, out.tree) if allowed is None else None
         return SearchOutput(out.action, out.visit_probs, out.root_value, ApvView(out.tree, state, lam))
 
-    def genmove(self, state, candidates, budget, rng, callback=None) -> Decision:
+    def genmove(self, state, candidates, budget, rng, callback=None, allowed=None) -> Decision:
         cap = self.visits if self.visits is not None else (DEFAULT_VISITS if budget is None else None)
-        view = self.run(state, max_visits=cap, max_seconds=budget, callback=callback).tree
+        view = self.run(state, max_visits=cap, max_seconds=budget, callback=callback, allowed=allowed).tree
         visits = view.tree.children_nr[0]
         temperature = self.search.sp.temperature_at(state.move_number)
         move = int(self.last.action)

@@ -35,6 +35,7 @@ class AnalyzeRequest:
     moves_ownership: bool = False  # kata: ``movesOwnership`` in each info item
     root_info: bool = False  # kata: ``rootInfo`` (the root's visits, winrate, score)
     pv_visits: bool = False  # ``pvVisits``: visits along each pv
+    allowed: object = None  # bool [A]: the root moves ``avoid``/``allow`` leave (None: every move)
 
 
 def _num(x: float) -> str:
@@ -104,12 +105,12 @@ class AnalyzeCommands:
                     trees[:] = [tree]
                     return cb(tree, n)
 
-                move = self._genmove(req.color, callback=cb_keep)
+                move = self._genmove(req.color, callback=cb_keep, allowed=req.allowed)
                 if trees:
                     emit(trees[0], force=True)
                 write(sanitize(f"play {move}").replace("\n", " ") + "\n")
             else:
-                self._analyze(req.color, cb, until_stopped=stop)
+                self._analyze(req.color, cb, until_stopped=stop, allowed=req.allowed)
         except Exception as e:  # noqa: BLE001 - keep the framing whatever happens
             self.log(f"{NAME}: internal error in {cmd.name!r}: {type(e).__name__}: {e}")
         write("\n")
@@ -147,6 +148,7 @@ class AnalyzeCommands:
             req.interval = int(args.pop(0)) / 100.0
         flags = {"ownership": "ownership", "movesownership": "moves_ownership", "rootinfo": "root_info",
                  "pvvisits": "pv_visits"}
+        bans = []  # (key, colour, moves, until_depth)
         while args:
             key = args.pop(0).lower()
             if key == "interval" and args:
@@ -156,19 +158,46 @@ class AnalyzeCommands:
             elif key in flags and args and args[0].lower() in ("true", "false"):
                 setattr(req, flags[key], args.pop(0).lower() == "true")
             elif key in ("avoid", "allow") and len(args) >= 3:
-                parse_color(args.pop(0))
+                color_ = parse_color(args.pop(0))
                 try:
-                    for v in args.pop(0).split(","):
-                        self._vertex(v)
+                    moves = [self._vertex(v) for v in args.pop(0).split(",")]
                 except GtpFailure:  # off this board too: a bad argument, not a bad move
                     raise GtpFailure("syntax error") from None
-                parse_int(args.pop(0), lo=0)
-                # The search has no per-move ban yet: say so rather than
-                # pretend.
-                self._say_once(f"{NAME}: {key} is parsed but not honoured: the search has no move bans")
+                bans.append((key, color_, moves, parse_int(args.pop(0), lo=0)))
             else:
                 raise GtpFailure("syntax error")
+        if bans:
+            req.allowed = self._allowed_moves(bans, req.color)
         return req
+
+    def _allowed_moves(self, bans, color: int):
+        """The root moves KataGo's ``avoid``/``allow`` clauses leave for
+        ``color``, to move at the root (bool [A]): a clause bans its player's
+        moves in the first ``until_depth`` plies; ``allow`` bans every point
+        but its own (pass stays allowed unless avoided), once and never with
+        ``avoid``. The searches ban moves at their root only: a clause that
+        reaches a later ply is honoured at the root and said so."""
+        import numpy as np
+
+        from alphalite.engine.game import with_to_play
+        from alphalite.go import board
+
+        if sum(k == "allow" for k, *_ in bans) > 1 or {k for k, *_ in bans} == {"avoid", "allow"}:
+            raise GtpFailure("syntax error: allow is given once and not with avoid")
+        n2 = self.size * self.size
+        allowed = np.ones(n2 + 1, np.bool_)
+        for key, color_, moves, depth in bans:
+            if depth > (2 if color_ == color else 1):
+                self._say_once(f"{NAME}: avoid/allow ban moves at the search's root only, not deeper in the tree")
+            if color_ != color or depth < 1:
+                continue
+            if key == "avoid":
+                allowed[moves] = False
+            else:
+                allowed[:n2] = np.isin(np.arange(n2), moves)
+        if not (allowed & board.legal_moves(with_to_play(self.state, color))).any():
+            raise GtpFailure("avoid/allow leave no legal move")
+        return allowed
 
     def _analysis_rows(self, tree, req: AnalyzeRequest) -> list[dict]:
         """``tree.root_analysis()`` rows (most visits first), padded to
@@ -279,7 +308,7 @@ class AnalyzeCommands:
             self._territories[key] = playout_territory(state, n, self.config.seed, self.judge.policy)
         return self._territories[key]
 
-    def _analyze(self, color, callback, until_stopped=None, max_visits=None):
+    def _analyze(self, color, callback, until_stopped=None, max_visits=None, allowed=None):
         from alphalite.engine import players
         from alphalite.engine.game import with_to_play
 
@@ -287,7 +316,7 @@ class AnalyzeCommands:
         state = with_to_play(self.state, color)
         player = self._analysis_player()
         cap = max_visits if max_visits is not None else players.max_tree_visits(state.size)
-        out = player.run(state, self._gen(), max_visits=cap, callback=callback)
+        out = player.run(state, self._gen(), max_visits=cap, callback=callback, allowed=allowed)
         if until_stopped is not None:
             while not until_stopped():
                 time.sleep(0.02)
@@ -296,7 +325,7 @@ class AnalyzeCommands:
     def _analyze_once(self, args, command: str) -> str:
         """An analysis command through ``handle``: a short search, one answer."""
         req = self._analyze_args(args, command)
-        out = self._analyze(req.color, None, max_visits=min(self.config.visits or 200, 200))
+        out = self._analyze(req.color, None, max_visits=min(self.config.visits or 200, 200), allowed=req.allowed)
         return self._info_line(out.tree, req)
 
     def _genmove_analyze(self, args, command: str) -> str:
@@ -307,7 +336,7 @@ class AnalyzeCommands:
             trees[:] = [tree]
             return False
 
-        move = self._genmove(req.color, callback=cb)
+        move = self._genmove(req.color, callback=cb, allowed=req.allowed)
         return "\n".join([self._info_line(t, req) for t in trees] + [f"play {move}"])
 
     def cmd_lz_analyze(self, *args):

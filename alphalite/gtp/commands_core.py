@@ -136,11 +136,13 @@ class CoreCommands:
     def cmd_reg_genmove(self, color):
         return self._genmove(parse_color(color), commit=False)
 
-    def _genmove(self, color: int, *, commit: bool = True, cleanup: bool = False, callback=None) -> str:
+    def _genmove(self, color: int, *, commit: bool = True, cleanup: bool = False, callback=None,
+                 allowed=None) -> str:
         """A move for ``color``, its time counted from the command's
         arrival: the rules of ``decisions.choose`` around the player's
         search, then the clock charged, resigning judged, the move played
-        (``commit``)."""
+        (``commit``). ``allowed`` (bool [A], from ``avoid``/``allow``): the
+        only points it may play, and the search's only root moves."""
         from alphalite.engine import decisions, players
         from alphalite.engine.game import with_to_play
 
@@ -149,12 +151,18 @@ class CoreCommands:
         state = with_to_play(self.state, color)
         allocated, _ = self._move_budget(color, state.move_number)
         cand = players.candidate_moves(state)
+        kw = {}
+        if allowed is not None:
+            cand &= allowed
+            if hasattr(self._player(), "run"):  # a search (the others choose among the candidates)
+                kw["allowed"] = allowed
         rng = self._gen()
         # the search gets what is left when it starts: the rules before it
         # (judging the board after a pass) are charged to the move as well
         decision = decisions.choose(
             state, color, cand,
-            lambda: self._player().genmove(state, cand, self._move_budget(color, state.move_number)[1], rng, callback),
+            lambda: self._player().genmove(state, cand, self._move_budget(color, state.move_number)[1], rng,
+                                           callback, **kw),
             self.judge, rng, cleanup=cleanup, prior=lambda: self._player().prior(state))
         move = decision.move
         elapsed = time.perf_counter() - t0
