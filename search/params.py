@@ -9,11 +9,10 @@ engine reads its flags before either is loaded)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
-from alphalite.runtime.config import field, flag_of
+from alphalite.runtime.config import field, require
 
 
 C_PUCT_SMALL, C_PUCT_19 = 1.5, 6.0  # the default exploration constants (SearchParams.c_puct_at)
@@ -56,7 +55,7 @@ class SearchParams:
         def finite(x):
             return isinstance(x, (int, float)) and math.isfinite(x)
 
-        for name, ok, want in (
+        require(self, (
                 ("c_puct", finite(self.c_puct), "a finite number (negative: by board size)"),
                 ("fpu_reduction", finite(self.fpu_reduction), "a finite number"),
                 ("root_fpu_reduction", finite(self.root_fpu_reduction), "a finite number"),
@@ -71,10 +70,7 @@ class SearchParams:
                 ("lam", finite(self.lam) and 0 <= self.lam <= 1, "in [0, 1]"),
                 ("score_utility", finite(self.score_utility) and self.score_utility <= 1,
                  "in [0, 1] (negative: by board size)"),
-                ("own_territory", self.own_territory in OWN_TERRITORY, f"one of {', '.join(OWN_TERRITORY)}")):
-            if not ok:
-                f = next(f for f in dataclasses.fields(self) if f.name == name)
-                raise ValueError(f"{flag_of(f)} must be {want}, got {getattr(self, name)!r}")
+                ("own_territory", self.own_territory in OWN_TERRITORY, f"one of {', '.join(OWN_TERRITORY)}")))
 
     @property
     def root_fpu(self) -> float:

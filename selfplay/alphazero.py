@@ -104,8 +104,11 @@ def run_games(net_fn: Callable, params: Any, n_games: int, *, size: int, config:
     order). ``search``: the PUCT knobs (``SelfPlayConfig.search_params``).
     ``stop()`` is polled between moves; games in progress are then
     dropped. Returns counts: games, moves, visits, net_calls, leaves."""
+    stats = dict(games=0, moves=0, visits=0, net_calls=0, leaves=0)
+    if n_games <= 0:
+        return stats
     gen = np.random.default_rng() if gen is None else gen
-    k = max(1, min(config.games_at_once, n_games))
+    k = min(config.games_at_once, n_games)
     ms = MultiSearch(k, size, config.komi, config.search_params(size, search), preset=config.preset,
                      max_moves=config.max_moves or None)
     live = np.zeros(k, np.bool_)
@@ -116,7 +119,6 @@ def run_games(net_fn: Callable, params: Any, n_games: int, *, size: int, config:
         slots[g] = _Slot(started)
         live[g] = True
         started += 1
-    stats = dict(games=0, moves=0, visits=0, net_calls=0, leaves=0)
     while live.any():
         if stop is not None and stop():
             break

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from alphalite.runtime.config import field
+from alphalite.runtime.config import field, require
 from search.params import SearchParams
 
 
@@ -26,6 +26,15 @@ class SelfPlayConfig:
                                "territory while any other move is left) or candidates (the GTP players' rule: "
                                "nothing inside own territory); pass only when nothing else is",
                        choices=("area", "candidates"))
+
+    def __post_init__(self):
+        require(self, (
+            ("games_at_once", self.games_at_once >= 1, ">= 1"),
+            ("simulations", self.simulations >= 1, ">= 1"),
+            ("max_considered", self.max_considered >= 1, ">= 1"),
+            ("max_moves", self.max_moves >= 0, ">= 0 (0: the board's default)"),
+            ("resign_below", -1.0 <= self.resign_below <= 1.0, "in [-1, 1] (-1: never)"),
+            ("resign_moves", self.resign_moves >= 1, ">= 1")))
 
     def search_params(self, size: int, puct: SearchParams = SearchParams()):
         """The ``search.multigame.MultiParams`` of these games: the root rule and visits from here, the

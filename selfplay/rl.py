@@ -475,6 +475,8 @@ def demo_rl(sl_checkpoint: str, workdir: str | Path, iterations: int = 2, *, gam
 
 def export_best(workdir: str | Path, out: str | Path) -> Path:
     """Copy a run's ``best_model/`` (with winrate.json and config.json) to ``out``."""
+    from alphalite.go import board
+
     workdir = Path(workdir)
     src = workdir / "best_model"
     if not (src / "model.json").exists():
@@ -487,7 +489,7 @@ def export_best(workdir: str | Path, out: str | Path) -> Path:
     win.update({
         "eval_history": [{"iteration": r["step"], "winrate_vs_sl": r["winrate_vs_sl"]}
                          for r in recs if r.get("kind") == "eval"],
-        "max_moves": config.get("max_moves") or 2 * int(info["board_size"]) ** 2 + 20,
+        "max_moves": config.get("max_moves") or board.default_max_moves(int(info["board_size"])),
         "games_per_iteration": config.get("games_per_iteration"),
         "training_games_before_best": int(win["iteration"]) * int(config.get("games_per_iteration", 0)),
         "iterations_run": max([r["step"] for r in trains], default=0),

@@ -15,6 +15,7 @@ import pytest
 
 from alphalite.arena import netmatch
 from alphalite.nn import nets
+from alphalite.runtime import config as config_lib
 from alphalite.zero import learner
 from alphalite.zero.run import ZeroConfig, start_ray, train_alphazero
 from alphalite.zero.store import Store
@@ -177,7 +178,7 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     for n, data in seen.items():  # every record finished before the kill is there, unchanged
         assert (store.games / n).read_bytes() == data
     n1 = len(store.game_paths())
-    assert n1 >= len(seen) + cfg.games_per_iteration  # the retried call played its games again, new names
+    assert n1 == cfg.games_per_iteration  # the retried call played only the games the killed one had not
     metrics = store.read_metrics()
     kinds = [m["kind"] for m in metrics if m.get("iteration") == 0]
     assert kinds == ["start", "selfplay", "train", "gate"]
@@ -199,6 +200,40 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     anchor = store.read_metrics()[-1]  # iteration 2: the best net against the start, every game played
     assert anchor["kind"] == "anchor" and anchor["iteration"] == 2 and anchor["step"] > 0
     assert anchor["games"] == cfg.gate_games == anchor["wins"] + anchor["losses"] + anchor["draws"]
+
+
+def test_a_replayed_round_plays_and_trains_only_what_is_missing(tmp_path, monkeypatch):
+    """An actor's call run again (a Ray retry, a resumed round) plays only
+    the games of its share not on disk, never one already there; the learner
+    trains up to the round's step, so a second call trains nothing; bad
+    settings are refused by flag."""
+    from alphalite.zero import run
+
+    monkeypatch.setattr(run, "_setup_worker", lambda training=False: None)
+    store = Store(tmp_path / "az").make()
+    actor = run.SelfPlayer(str(store.root), 0, 5, config_lib.to_dict(TINY_SP), config_lib.to_dict(SearchParams()))
+    lrn = run.LearnerActor(str(store.root), config_lib.to_dict(TINY), "default")
+    net = lrn.start_net()["net"]
+    first = actor.play(net, 3, 0, 11)
+    names = sorted(p.name for p in store.game_paths())
+    assert first["games"] == 3 and len(names) == 3
+    assert actor.play(net, 3, 0, 11)["games"] == 0
+    (store.games / names[1]).unlink()  # as if that game had not finished
+    again = actor.play(net, 3, 0, 11)
+    now = sorted(p.name for p in store.game_paths())
+    assert again["games"] == 1 and len(now) == 3 and set(now) - set(names)
+    data = {p.name: p.read_bytes() for p in store.game_paths()}
+    assert len(set(data.values())) == 3  # the game played again is a new one
+    tr = lrn.train_to(4)
+    assert tr["step"] == 4 and lrn.train_to(4)["step"] == 4 and lrn.step() == 4
+    store.set_iteration(0, train_to=4)
+    assert store.train_to(0) == 4 and store.train_to(1) is None and store.iteration() == 0
+    for bad, flag in ((dict(window_games=0), "--window-games"), (dict(train_batch=0), "--train-batch")):
+        with pytest.raises(ValueError, match=flag):
+            dataclasses.replace(TINY, **bad)
+    with pytest.raises(ValueError, match="--resign-moves"):
+        dataclasses.replace(TINY_SP, resign_moves=0)
+    assert alphazero.run_games(None, None, 0, size=5, config=TINY_SP)["games"] == 0
 
 
 def test_alphazero_flags_reach_their_own_config():

@@ -26,6 +26,15 @@ def flag_of(f: dataclasses.Field) -> str:
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
 
 
+def require(obj, checks) -> None:
+    """ValueError naming the flag of the first ``(field name, ok, what it
+    must be)`` of ``checks`` that is not ok (a config's ``__post_init__``)."""
+    for name, ok, want in checks:
+        if not ok:
+            f = next(f for f in dataclasses.fields(obj) if f.name == name)
+            raise ValueError(f"{flag_of(f)} must be {want}, got {getattr(obj, name)!r}")
+
+
 def _types(cls) -> dict:
     return typing.get_type_hints(cls)
 

@@ -12,10 +12,12 @@ logs), else it joins the cluster at that address. On it run
 * self-play actors (``SelfPlayer``, one per core but the learner's): each
   round, each loads the best net from the store and calls
   ``selfplay.alphazero.play_games`` for its share of the games; records go
-  straight into ``<workdir>/games`` under names no retry reuses;
+  straight into ``<workdir>/games``, and a retried call or a resumed round
+  plays only the share not yet there;
 * one learner actor (``learner.Learner``): ``train_steps`` optimizer steps
-  on the newest ``window_games`` records, then an Orbax checkpoint and an
-  exported net (``store``);
+  on the newest ``window_games`` records (up to the step state.json names
+  for the round, so a resumed round does not train twice), then an Orbax
+  checkpoint and an exported net (``store``);
 * a gating task: the new net against the best (``alphalite.arena.netmatch``,
   ``gate_visits`` visits a move, SPRT of ``alphalite.arena.ratings``);
   accepted: ``best.json`` points to it.
@@ -45,7 +47,7 @@ import time
 from pathlib import Path
 
 from alphalite.runtime import config as config_lib
-from alphalite.runtime.config import field
+from alphalite.runtime.config import field, require
 from alphalite.zero import plots
 from alphalite.zero.store import Store
 from search.params import SearchParams
@@ -78,6 +80,20 @@ class ZeroConfig:
     actors: int = field(0, "self-play actors; 0: the cores Ray has, less one for the learner (at least 1)")
     seed: int = field(0, "seed of the net's start, the games and the sampling")
 
+    def __post_init__(self):
+        require(self, (
+            ("size", 2 <= self.size <= 25, "in 2..25"),
+            ("iterations", self.iterations >= 0, ">= 0"),
+            ("games_per_iteration", self.games_per_iteration >= 1, ">= 1"),
+            ("train_steps", self.train_steps >= 0, ">= 0"),
+            ("train_batch", self.train_batch >= 1, ">= 1"),
+            ("window_games", self.window_games >= 1, ">= 1"),
+            ("gate_games", self.gate_games >= 0, ">= 0 (0: no gating)"),
+            ("gate_visits", self.gate_visits >= 1, ">= 1"),
+            ("gate_threshold", 0.0 <= self.gate_threshold <= 1.0, "in [0, 1]"),
+            ("anchor_every", self.anchor_every >= 0, ">= 0 (0: never)"),
+            ("actors", self.actors >= 0, ">= 0 (0: the cores Ray has)")))
+
 
 def _setup_worker(training: bool = False) -> None:
     from alphalite import runtime
@@ -105,12 +121,17 @@ class SelfPlayer:
         from selfplay.alphazero import play_games, pv_net
 
         t0 = time.perf_counter()
+        # a retried call or a resumed round plays only the games not yet on
+        # disk, under names and seeds of their own (never the same game twice)
+        prefix = f"it{iteration:05d}-w{self.index}"
+        done = self.store.round_games(prefix)
+        if done >= n_games:
+            return {"games": 0, "on_disk": done, "seconds": time.perf_counter() - t0}
         model, variables = load_net(net_dir)
-        net_fn, params = pv_net(model, variables, pad_to=min(self.config.games_at_once, n_games))
-        token = secrets.token_hex(3)  # a retried call never overwrites what the killed one wrote
-        paths = play_games(net_fn, params, n_games, self.store.games, size=self.size, config=self.config,
-                           search=self.search, seed=seed, prefix=f"it{iteration:05d}-w{self.index}-{token}")
-        return {"games": len(paths), "seconds": time.perf_counter() - t0}
+        net_fn, params = pv_net(model, variables, pad_to=min(self.config.games_at_once, n_games - done))
+        paths = play_games(net_fn, params, n_games - done, self.store.games, size=self.size, config=self.config,
+                           search=self.search, seed=[seed, done], prefix=f"{prefix}-p{done:05d}")
+        return {"games": len(paths), "on_disk": done + len(paths), "seconds": time.perf_counter() - t0}
 
 
 class LearnerActor:
@@ -130,9 +151,14 @@ class LearnerActor:
     def start_net(self) -> dict:
         return {**self.learner.start_net(), "copied": self.learner.copied}
 
-    def train(self, steps: int) -> dict:
+    def step(self) -> int:
+        return self.learner.step
+
+    def train_to(self, step: int) -> dict:
+        """Train until the learner's step is ``step`` (a retried or resumed
+        round does only what its last checkpoint lacks), then save."""
         t0 = time.perf_counter()
-        m = self.learner.train(steps)
+        m = self.learner.train(max(int(step) - self.learner.step, 0))
         return {**m, **self.learner.save(), "seconds": time.perf_counter() - t0}
 
     def save(self) -> dict:
@@ -254,7 +280,11 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
                        "seconds": time.perf_counter() - t0, "best_step": best["step"],
                        "games_on_disk": len(store.game_paths())})
             check()
-            tr = ray.get(learner.train.remote(cfg.train_steps))
+            target = store.train_to(it)
+            if target is None:  # kept, so a resumed round does not train twice
+                target = ray.get(learner.step.remote()) + cfg.train_steps
+                store.set_iteration(it, train_to=target)
+            tr = ray.get(learner.train_to.remote(target))
             store.log({"kind": "train", "iteration": it, **tr})
             check()
             if cfg.gate_games > 0 and tr["step"] != best["step"]:

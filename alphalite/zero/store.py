@@ -7,7 +7,7 @@
     <workdir>/ckpt/<step>/     the learner's Orbax checkpoints (params, optimizer state, step)
     <workdir>/nets/step-N/     exported nets (model.json + variables), one per checkpoint, written atomically
     <workdir>/best.json        pointer to the best net so far, written atomically
-    <workdir>/state.json       the driver's iteration counter, written atomically
+    <workdir>/state.json       the driver's iteration counter (and the step its training goes to), atomic
     <workdir>/metrics.jsonl    one line per self-play round, training round and gating
     <workdir>/plots/zero.png   loss, gating and rating (alphalite.zero.plots), redrawn each iteration
 
@@ -55,12 +55,24 @@ class Store:
     def set_best(self, net: str | os.PathLike, step: int, **extra) -> None:
         files.write_json_atomic(self.root / "best.json", {"net": str(net), "step": int(step), **extra})
 
-    def iteration(self) -> int:
+    def _state(self) -> dict:
         p = self.root / "state.json"
-        return int(json.loads(p.read_text())["iteration"]) if p.exists() else 0
+        return json.loads(p.read_text()) if p.exists() else {}
 
-    def set_iteration(self, iteration: int) -> None:
-        files.write_json_atomic(self.root / "state.json", {"iteration": int(iteration)})
+    def iteration(self) -> int:
+        return int(self._state().get("iteration", 0))
+
+    def set_iteration(self, iteration: int, **extra) -> None:
+        files.write_json_atomic(self.root / "state.json", {"iteration": int(iteration), **extra})
+
+    def train_to(self, iteration: int) -> int | None:
+        """The learner step round ``iteration`` trains to, once its training began."""
+        state = self._state()
+        return int(state["train_to"]) if state.get("iteration") == iteration and "train_to" in state else None
+
+    def round_games(self, prefix: str) -> int:
+        """Finished records whose names start with ``prefix-``."""
+        return sum(1 for p in self.games.glob(f"{prefix}-*.npz") if not p.name.startswith("."))
 
     def log(self, record: dict) -> None:
         files.append_jsonl(self.metrics, record)
