@@ -89,12 +89,12 @@ def test_the_judge_takes_the_search_estimate_when_there_is_one():
 def test_pass_when_the_opponent_passed_and_the_game_is_won(judge):
     st = _game(pass_by=WHITE, diagram=SETTLED).state  # Black to move after White's pass
     cand = players.candidate_moves(st)
-    d = choose(st, BLACK, cand, _no_search, judge, np.random.default_rng(0))
+    d = choose(st, BLACK, cand, _no_search, judge)
     assert d.move == PASS and d.note == "the opponent passed and passing wins"
     # with the dead stone on the board Black's side is no one's area yet (Tromp-Taylor, as a
     # referee counting two passes would): the search is asked
     st = _game(pass_by=WHITE).state
-    d = choose(st, BLACK, players.candidate_moves(st), _searched(3), judge, np.random.default_rng(0))
+    d = choose(st, BLACK, players.candidate_moves(st), _searched(3), judge)
     assert d.move == 3
 
 
@@ -104,23 +104,23 @@ def test_no_game_ending_pass_that_loses(judge):
     cand = players.candidate_moves(st)
     first = int(np.flatnonzero(cand[:-1])[0])
     rows = [dict(move=PASS, visits=90), dict(move=first, visits=10)]
-    d = choose(st, WHITE, cand, _searched(PASS, rows), judge, np.random.default_rng(0))
+    d = choose(st, WHITE, cand, _searched(PASS, rows), judge)
     assert d.move == first and d.note == "passing would end the game lost: playing on"
     # no visited candidate: the move the prior likes best
     prior = np.zeros(PASS + 1)
     best = int(np.flatnonzero(cand[:-1])[-1])
     prior[best] = 1.0
-    d = choose(st, WHITE, cand, _searched(PASS), judge, np.random.default_rng(0), prior=lambda: prior)
+    d = choose(st, WHITE, cand, _searched(PASS), judge, prior=lambda: prior)
     assert d.move == best
     # without the opponent's pass our pass ends nothing: the search's pass stands
     st = _game(to_play=WHITE).state
-    d = choose(st, WHITE, players.candidate_moves(st), _searched(PASS), judge, np.random.default_rng(0))
+    d = choose(st, WHITE, players.candidate_moves(st), _searched(PASS), judge)
     assert d.move == PASS and d.note == ""
 
 
 def test_the_search_decides_otherwise(judge):
     st = _game().state
-    d = choose(st, BLACK, players.candidate_moves(st), _searched(3), judge, np.random.default_rng(0))
+    d = choose(st, BLACK, players.candidate_moves(st), _searched(3), judge)
     assert d.move == 3 and d.winrate == 0.5
 
 
@@ -129,7 +129,7 @@ def test_pass_when_nothing_is_left_but_own_eyes(judge):
     grid[0, 0] = grid[4, 4] = 0
     st = board.from_stones(grid, komi=0.5)
     cand = players.candidate_moves(st)
-    d = choose(st, BLACK, cand, _no_search, judge, np.random.default_rng(0))
+    d = choose(st, BLACK, cand, _no_search, judge)
     assert d.move == 25 and d.note == "no move left outside own territory and eyes"
 
 
@@ -138,7 +138,7 @@ def test_cleanup_plays_out_the_dead_stones(judge):
     notes = []
     for _ in range(6):
         st = with_to_play(g.state, BLACK)
-        d = choose(st, BLACK, players.candidate_moves(st), _searched(PASS), judge, np.random.default_rng(0),
+        d = choose(st, BLACK, players.candidate_moves(st), _searched(PASS), judge,
                    cleanup=True)
         notes.append(d.note)
         g.play(BLACK, d.move, start=st)
@@ -148,12 +148,34 @@ def test_cleanup_plays_out_the_dead_stones(judge):
     assert board.stones(g.state).ravel()[B4] == 0, board.render(g.state)
     assert notes and all(n == "cleanup: 1 dead stones left" for n in notes)
     assert notes[0] and len(notes) == 4  # B4 has four liberties, Black fills them one by one
-    # nothing dead is left: the search's pass becomes a move while there is one to play
+    # nothing dead is left: the search's pass stands (no stones thrown into
+    # the opponent's area while a candidate is left)
     st = with_to_play(g.state, BLACK)
     assert decisions.cleanup_move(st, BLACK, judge) is None
-    d = choose(st, BLACK, players.candidate_moves(st), _searched(PASS), judge, np.random.default_rng(0),
-               cleanup=True)
-    assert d.move != PASS and d.note == "cleanup"
+    d = choose(st, BLACK, players.candidate_moves(st), _searched(PASS), judge, cleanup=True)
+    assert d.move == PASS and players.candidate_moves(st)[:-1].any()
+
+
+def test_a_pass_that_loses_by_the_count_as_the_board_stands_captures_the_dead_stone(judge):
+    """After White's pass, Black wins once B4 is off but loses by the
+    Tromp-Taylor count with it on the board (its side of the board is
+    no one's): the search's pass is replaced by a move at one of B4's
+    liberties."""
+    st = _game(pass_by=WHITE, to_play=WHITE).state
+    assert judge(st)[0] > 0 > board.area_score(st) and st.to_play == BLACK
+    d = choose(st, BLACK, players.candidate_moves(st), _searched(PASS), judge)
+    libs = {coords.from_gtp(v, 7) for v in ("A4", "B3", "B5", "C4")}
+    assert d.move in libs and d.note.startswith("cleanup"), d
+
+
+def test_without_playouts_the_judge_counts_the_board_as_it_stands():
+    """``--score-playouts 0``: every stone lives and each point is its
+    Tromp-Taylor owner's, so a won game still ends by passing."""
+    st = _game(pass_by=WHITE, diagram=SETTLED).state
+    blind = Judge(0)
+    assert blind(st)[0] == board.area_score(st) > 0 and not len(blind(st)[1])
+    d = choose(st, BLACK, players.candidate_moves(st), _no_search, blind)
+    assert d.move == PASS and d.note == "the opponent passed and passing wins"
 
 
 def test_a_new_game_resets_the_resign_streak():
@@ -375,18 +397,18 @@ def test_no_game_ending_pass_while_our_group_is_unsettled():
     assert board.area_score(st) < 0 and score == -35 and list(dead) == [coords.from_gtp("B9", 9)]
     assert not decisions.surely_won(st, WHITE, judge)
     cand = players.candidate_moves(st)
-    d = choose(st, WHITE, cand, _searched(coords.from_gtp("C7", 9)), judge, np.random.default_rng(0))
+    d = choose(st, WHITE, cand, _searched(coords.from_gtp("C7", 9)), judge)
     assert d.move == coords.from_gtp("C7", 9) and d.note == ""  # no pass by rule: the search moves
     first = int(np.flatnonzero(cand[:-1])[0])
     rows = [dict(move=81, visits=90), dict(move=first, visits=10)]
-    d = choose(st, WHITE, cand, _searched(81, rows), judge, np.random.default_rng(0))
+    d = choose(st, WHITE, cand, _searched(81, rows), judge)
     assert d.move == first and d.note == "passing would end the game unsettled: playing on"
     # the same estimate with White's four stones sure: the pass wins and is played
     own = UNSETTLED_OWN.copy()
     own[own == -0.45] = -0.9
     sure = Judge(32, search=lambda state, n: (own, -15.8, 29.6))
     assert decisions.surely_won(st, WHITE, sure)
-    d = choose(st, WHITE, cand, _no_search, sure, np.random.default_rng(0))
+    d = choose(st, WHITE, cand, _no_search, sure)
     assert d.move == 81 and d.note == "the opponent passed and passing wins"
 
 
@@ -407,6 +429,5 @@ def test_our_pass_is_judged_with_the_opponent_to_move():
 
     judge = Judge(32, search=search)
     assert st.to_play == WHITE and not decisions.surely_won(st, WHITE, judge)
-    d = choose(st, WHITE, players.candidate_moves(st), _searched(coords.from_gtp("C7", 9)), judge,
-               np.random.default_rng(0))
+    d = choose(st, WHITE, players.candidate_moves(st), _searched(coords.from_gtp("C7", 9)), judge)
     assert d.move == coords.from_gtp("C7", 9)

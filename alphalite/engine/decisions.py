@@ -1,13 +1,14 @@
 """When to pass, resign and clean up: the rules a move goes through around
 the search, apart from any protocol, clock or net.
 
-``choose(state, color, candidates, search, judge, rng)`` is one move's
+``choose(state, color, candidates, search, judge)`` is one move's
 decision: kgs-genmove_cleanup's capture of dead stones first, a pass that
 surely wins after the opponent's pass, a pass when nothing is left to play
 outside own territory and eyes, else ``search()`` (a player's ``genmove``);
-its pass is replaced by a move when cleaning up, or when it would end the
-game lost once the dead stones are off, or won only while an unsettled
-group is read our way. ``ResignPolicy`` decides resigning
+its pass is replaced by a move when it would end the game lost once the
+dead stones are off, or lost by the count as the board stands (the dead
+stones are captured then), or won only while an unsettled group is read
+our way. ``ResignPolicy`` decides resigning
 from the winrates of the moves chosen. ``Judge`` scores positions from an
 ownership estimate, cached: the player's own search's (the apv engine's
 rollouts), else playouts.
@@ -70,8 +71,8 @@ class Judge:
                 self._territories.clear()
             n = self.playouts
             found = self.search(state, n) if self.search is not None and n > 0 else None
-            if found is None and n <= 0:  # no estimate: every stone lives
-                found = (np.zeros(state.size * state.size), board.area_score(state), 0.0)
+            if found is None and n <= 0:  # no estimate: every stone lives, the board as it stands
+                found = (players.owners(state).astype(np.float64), board.area_score(state), 0.0)
             elif found is None:
                 found = playout_territory(state, n, self.seed, self.policy)
             self._territories[key] = Territory(*found)
@@ -151,7 +152,7 @@ def play_on(candidates: np.ndarray, decision: Decision, prior: Callable[[], np.n
 
 
 def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Callable[[], Decision],
-           judge: Judge, rng: np.random.Generator, *, cleanup: bool = False,
+           judge: Judge, *, cleanup: bool = False,
            prior: Callable[[], np.ndarray] | None = None) -> Decision:
     """One move for ``color`` (to play in ``state``). ``candidates``:
     ``players.candidate_moves(state)``; ``search()``: the player's choice,
@@ -167,10 +168,8 @@ def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Cal
     if decision is not None:
         return decision
     decision = search()
-    if decision.move != n2 or not candidates[:-1].any():
-        return decision
-    if cleanup:
-        return Decision(int(rng.choice(np.flatnonzero(candidates[:-1]))), note="cleanup")
+    if decision.move != n2 or not candidates[:-1].any() or cleanup:
+        return decision  # cleaning up: no dead stone is left, so the pass stands
     if players.last_was_pass(state):
         # Our pass would end the game, and with the dead stones off (as
         # servers and referees score) we lose, or win only as long as no
@@ -180,6 +179,11 @@ def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Cal
         prior = prior or (lambda: candidates.astype(np.float64))
         if judge(state)[0] * color <= 0:
             return play_on(candidates, decision, prior)
+        if board.area_score(state) * color <= 0:
+            # won once the dead stones are off, lost by the count as the
+            # board stands (Tromp-Taylor counts them alive): capture them
+            return cleanup_move(state, color, judge) or play_on(candidates, decision, prior,
+                                                                 "lost as the board stands")
         if not surely_won(state, color, judge):
             return play_on(candidates, decision, prior, "unsettled")
     return decision
