@@ -473,9 +473,11 @@ def test_self_atari_matches_playing_the_move():
                 after = bd.play(s, int(m))
                 r, c = divmod(int(m), n)
                 libs = int(bd.liberties(after)[r, c])
-                if (bd.stones(s) == -stone).sum() - (bd.stones(after) == -stone).sum() >= 2:
-                    libs = 0  # a capture of two or more stones never counts
-                lone = _group_size(bd.stones(after), r, c) == 1
+                taken = (bd.stones(s) == -stone).sum() - (bd.stones(after) == -stone).sum()
+                size = _group_size(bd.stones(after), r, c)
+                if taken >= 2 and taken >= size:
+                    libs = 0  # a capture that takes at least what it puts at risk does not count
+                lone = size == 1
                 p = coords.to_padded(int(m), n)
                 b = s.copy_tuple()
                 assert bd.is_self_atari(b, p, stone, False) == (libs == 1), (m, str(s))
@@ -506,3 +508,18 @@ def test_self_atari_counts_kos_not_captures_of_two_stones():
     # black at (0,0) takes three stones and keeps one liberty: no ko, not counted
     assert bd.liberties(bd.play(v, 0))[0, 0] == 1
     assert not bd.is_self_atari(v.copy_tuple(), coords.to_padded(0, 5), bd.BLACK, False)
+    # black at C5 takes two stones and keeps one liberty, and white takes
+    # three back at B5 (a snapback): counted, and it saves nothing
+    w = bd.parse_diagram("""
+        O O . X X
+        X X O O O
+        . . . . .
+        . . . . .
+        . . . . .
+    """)
+    c5 = coords.from_gtp("C5", 5)
+    assert bd.liberties(bd.play(w, c5))[0, 2] == 1
+    assert bd.is_self_atari(w.copy_tuple(), coords.to_padded(c5, 5), bd.BLACK, False)
+    assert not bd.candidates(w, no_self_atari=True)[c5]
+    snap = bd.play(bd.play(w, c5), coords.from_gtp("B5", 5))
+    assert (bd.stones(snap)[0] == [0, -1, 0, 0, 0]).all()

@@ -897,28 +897,43 @@ def is_eye(color, p, stone, W):
 def is_self_atari(B, p, stone, lone_ok):
     """True if ``stone`` at empty padded ``p`` leaves its group with one
     liberty (or none), counting the points of the stones it captures, so a
-    ko capture counts. A capture of two or more stones never counts: it is
-    no ko and wins material. ``lone_ok``: a lone stone (a throw-in or ko
-    capture) is not counted."""
+    ko capture counts, and so does a capture of two stones that the
+    opponent takes back with more (a snapback). A capture of two or more
+    stones that puts no more stones at risk than it takes does not count,
+    nor does capturing two groups (each leaves a liberty). ``lone_ok``: a
+    lone stone (a throw-in or ko capture) is not counted."""
     color = B.color
     head = B.head
     nxt = B.nxt
     libs = B.libs
     gsize = B.gsize
     W = B.meta[M_SIZE] + 2
-    cap = -1  # the one stone p captures (two or more return early)
+    cap = -1  # the head of the one group p captures (two groups return early)
     friend = False
+    size = 1  # stones of the group p makes
+    h0 = h1 = h2 = -1  # the friendly groups counted so far
     for i in range(4):
         n = _nb(p, W, i)
         c = color[n]
         if c == stone:
             friend = True
-            if libs[head[n]] >= 3:  # two liberties besides p
+            h = head[n]
+            if libs[h] >= 3:  # two liberties besides p
                 return False
+            if h != h0 and h != h1 and h != h2:
+                size += gsize[h]
+                if h0 == -1:
+                    h0 = h
+                elif h1 == -1:
+                    h1 = h
+                else:
+                    h2 = h
         elif c == -stone and libs[head[n]] == 1:
-            if cap != -1 or gsize[head[n]] > 1:
+            if cap != -1 and head[n] != cap:
                 return False
-            cap = n
+            cap = head[n]
+    if cap != -1 and gsize[cap] >= 2 and gsize[cap] >= size:
+        return False
     lib = -1  # the one liberty found so far
     q = p  # walk p, then the stones of each friendly neighbour group
     for i in range(5):
@@ -932,7 +947,7 @@ def is_self_atari(B, p, stone, lone_ok):
             for j in range(4):
                 m = _nb(q, W, j)
                 c = color[m]
-                if m == p or not (c == EMPTY or m == cap):
+                if m == p or not (c == EMPTY or (c == -stone and head[m] == cap)):
                     continue
                 if lib == -1:
                     lib = m
