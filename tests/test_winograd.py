@@ -159,7 +159,7 @@ def _forward_pair(x, kern, m, march="native"):
 # batch, board, C, K, m: blocks of tiles with a remainder (33 x 25 tiles),
 # tiles past the board's edge (7 x 11), one point (1 x 1), 9x9 by F(3x3)
 FORWARD_SHAPES = [(3, 19, 19, 64, 64, 4), (33, 19, 19, 17, 32, 4), (2, 9, 9, 18, 32, 3), (1, 7, 11, 5, 64, 4),
-                  (2, 1, 1, 3, 32, 2)]
+                  (2, 1, 1, 3, 32, 2), (1, 3, 3, 32, 32, 3)]  # the last: one tile
 
 
 @pytest.mark.parametrize("b,h,w,c,k,m", FORWARD_SHAPES)

@@ -596,7 +596,7 @@ static ffi::Error WinogradDw(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi:
   w->out = du->typed_data();
   w->consts = known(s.n, w->bt, w->at);
   // the caller adds the runs' sums alone: few runs for few tiles
-  w->groups = std::min<int64_t>(GROUPS, 2 * ((s.tiles + 399) / 400));
+  w->groups = std::min<int64_t>({GROUPS, 2 * ((s.tiles + 399) / 400), s.tiles});  // no empty run
   if (w->groups == 0) {
     std::memset(w->out, 0, sizeof(float) * size);
     return ffi::Error::Success();
