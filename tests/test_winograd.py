@@ -311,6 +311,18 @@ def test_resnet_conv_impls_share_parameters_and_outputs(name):
     assert nets.conv_method("auto", False, (4, 19, 19, 8), 8) == "xla"
 
 
+def test_auto_keeps_xla_below_float32(monkeypatch):
+    """Where tuning picks Winograd, a bfloat16 layer still gets XLA's
+    convolution (Winograd's transforms lose accuracy there)."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("auto is XLA on accelerators whatever the dtype")
+    from alphalite.nn import convtune
+
+    monkeypatch.setattr(convtune, "choose", lambda shape, **kw: "winograd")
+    assert nets.conv_method("auto", True, (4, 19, 19, 8), 8) == "winograd"
+    assert nets.conv_method("auto", True, (4, 19, 19, 8), 8, jnp.bfloat16) == "xla"
+
+
 def test_unknown_conv_impl_is_rejected():
     model = nets.make_model("b2c16", 5, 3, conv="fft")
     with pytest.raises(ValueError, match="conv must be one of"):

@@ -343,14 +343,15 @@ def conv_method(impl: str, train: bool, x_shape: Sequence[int], features: int, d
     a method. ``auto``: on the CPU, for boards of 9 and more, the faster one
     on this host as measured once and cached (alphalite/nn/convtune.py; the
     first use of a layer shape tunes it, a few seconds; inference batches are
-    tuned at the next power of two); XLA's convolution on small boards and on
-    accelerators (cuDNN, ...)."""
+    tuned at the next power of two); XLA's convolution on small boards, on
+    accelerators (cuDNN, ...) and below float32 (Winograd's transforms lose
+    about ten times XLA's accuracy in bfloat16)."""
     if impl not in CONV_IMPLS:
         raise ValueError(f"conv must be one of {', '.join(CONV_IMPLS)}, got {impl!r}")
     if impl != "auto":
         return impl
     b, h, w, c = (int(d) for d in x_shape)
-    if min(h, w) < WINOGRAD_MIN_SIZE or jax.default_backend() != "cpu":
+    if min(h, w) < WINOGRAD_MIN_SIZE or jax.default_backend() != "cpu" or jnp.dtype(dtype) != jnp.float32:
         return "xla"
     if not train:  # the search's leaf batches vary: one tune per power of two
         b = 1 << (b - 1).bit_length()
