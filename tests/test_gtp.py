@@ -376,7 +376,8 @@ def test_policy_engine_and_fallback(tmp_path):
         eng.close()
     log = (tmp_path / "stderr.txt").read_text()
     assert f"9x9 nets: policy {path}, value none" in log
-    assert log.count("no network plays 7x7 (nets: 9x9): policy engine using rollout MCTS with line priors") == 1
+    assert log.count("no network plays 7x7 (nets: 9x9, 19x19): policy engine using rollout MCTS with line "
+                     "priors") == 1
 
 
 def test_loadsgf_replays_to_a_move_number_and_refuses_what_it_cannot_load_whole(tmp_path):
@@ -623,6 +624,16 @@ def test_auto_nets_of_each_engine():
     for engine in ("apv", "mcts"):
         assert planned(engine=engine) == {9: (sh("az9"), None), 19: (sh("policy19ag40b12"), sh("value19b12"))}
     assert checkpoint.read_model_info(checkpoint.shipped("policy19ag40b12"))["preset"] == "alphago40"
+    # a named net replaces the shipped ones of its own size only (the others
+    # kept their nets: a 9x9 net named left 19x19 to the pattern policies)
+    s = gtp.Engine(EngineConfig(engine="apv", checkpoint="policy9", value_checkpoint=AUTO), log=lambda m: None,
+                   warmup=False)
+    assert s._nets == {9: ("policy9", None), 19: (sh("policy19ag40b12"), sh("value19b12"))}
+    s = Session()
+    s.init_session(EngineConfig(engine="apv", checkpoint=AUTO, value_checkpoint=None), warmup=False)
+    assert s._nets == {9: (sh("az9"), None), 19: (sh("policy19ag40b12"), None)}
+    with pytest.raises(checkpoint.CheckpointError, match="the policy engine plays its network's moves"):
+        Session().init_session(EngineConfig(engine="policy", checkpoint=None, value_checkpoint=None), warmup=False)
 
 
 def test_package_data_holds_every_shipped_file():

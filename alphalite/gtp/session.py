@@ -8,9 +8,11 @@ nets of the board size in play (``checkpoint.DEFAULT_NETS``; the policy
 engine's own where ``checkpoint.POLICY_ALONE_NETS`` names one), loaded and
 warmed up when a size is first played (``boardsize`` starts it); nets named
 on the command line are loaded and checked before the first command is
-read, and a wrong one stops the engine. A net only plays the board size it
-was trained on; on a size with no net the engine plays rollout MCTS with a
-knowledge-free line prior (``players.line_prior``) and says so once.
+read, and a wrong one stops the engine. A named net replaces the shipped
+ones of its board size only; a net only plays the size it was trained on;
+on a size with no net (or with ``--checkpoint none``) the engine plays
+rollout MCTS with a knowledge-free line prior (``players.line_prior``), or
+the apv search with its pattern policies alone, and says so once.
 
 Only the standard library (and ``search.params``, plain dataclasses) is
 imported at module level, so ``name`` and ``protocol_version`` are answered
@@ -296,11 +298,16 @@ class Session:
         from alphalite.nn import checkpoint
 
         policy, value = self.config.checkpoint, self.config.value_checkpoint
-        if policy == AUTO:  # the installed ones, whatever folders the working folder holds
+        if policy is None and self.config.engine == "policy":
+            raise checkpoint.CheckpointError("the policy engine plays its network's moves: --checkpoint none "
+                                             "leaves it none")
+        if policy is not None:
+            # the installed ones, whatever folders the working folder holds;
+            # a net named below replaces them on its own board size only
             for n, (p, v) in checkpoint.DEFAULT_NETS.items():
                 if self.config.engine == "policy" and value in (None, AUTO) and n in checkpoint.POLICY_ALONE_NETS:
                     p, v = checkpoint.POLICY_ALONE_NETS[n], None  # alone, as measured
-                own_head = v is None or value != AUTO  # a policy-value net, or --value-checkpoint none
+                own_head = v is None or value is None  # a policy-value net, or --value-checkpoint none
                 self._nets[n] = (str(checkpoint.shipped(p)), None if own_head else str(checkpoint.shipped(v)))
         if value in (None, AUTO) and policy in (None, AUTO):
             return
