@@ -183,3 +183,44 @@ def test_long_19x19_ladder_reads_to_the_edge():
     rows[16][2] = rows[2][16] = "O"
     s = board.parse_diagram("\n".join("".join(r) for r in rows), to_play=board.BLACK)
     assert not ladder_captured(s.board_tuple, g)
+
+
+def test_a_capture_that_leaves_the_runner_laddered_is_read_on():
+    """White G1 in atari can take F1 (in atari at E1), but is laddered
+    after it: read on, the capture does not count as an escape."""
+    d = """
+        O O X X . X .
+        . . . O . O X
+        O . . . X X .
+        . O . . X . .
+        O . O . . . X
+        . . . X X O .
+        . . . . . X O
+    """
+    s = board.parse_diagram(d, to_play=board.WHITE)
+    g = coords.to_padded(coords.from_gtp("G1", 7), 7)
+    B = s.board_tuple
+    assert B.libs[B.head[g]] == 1 and B.libs[B.head[coords.to_padded(coords.from_gtp("F1", 7), 7)]] == 1
+    assert ladder_captured(B, g)
+
+
+def test_a_suicide_loses_its_stones_and_has_no_liberty_plane():
+    """Under rules that allow suicide, white at B5 takes its two stones off:
+    0 liberties, 2 stones lost (the self-atari size plane), no
+    liberties-after plane."""
+    b = np.zeros((5, 5), np.int8)
+    b[0, 0] = -1
+    b[1, 0] = b[1, 1] = b[0, 2] = 1
+    s = board.from_stones(b, to_play=board.WHITE, suicide=True)
+    facts = np.zeros(6, np.int64)
+    p = coords.to_padded(1, 5)
+    assert move_facts(s.board_tuple, tactics_clone(s), p, board.WHITE, facts) == 1
+    assert list(facts) == [1, 0, 0, 2, 0, 0]
+    x = features.encode(s, "alphago48")
+    assert x[0, 1, 8 + 20 + 1] == 1 and not x[0, 1, 8 + 28: 8 + 36].any() and x[0, 1, 8 + 20: 8 + 28].sum() == 1
+
+
+def tactics_clone(s):
+    from alphalite.go.tactics import clone
+
+    return clone(s.board_tuple)

@@ -7,11 +7,13 @@ rules make of it (captures, merges, ko) rather than a guess from neighbours.
 
 The ladder reader is a depth-bounded search of atari chases, as in
 KataGo's ``Board::searchIsLadderCaptured``: the runner (a group in atari, to
-move) may capture any adjacent chaser group in atari (counted as an escape,
-without reading further) or extend at its liberty; with three or more
-liberties it is out; with two, the chaser tries each liberty as an atari
-and wins if some atari leaves a runner that cannot escape. A read that
-passes ``LADDER_DEPTH`` ataris counts as an escape, the cautious side.
+move) may extend at its liberty or capture any adjacent chaser group in
+atari, and the read goes on after either; with three or more liberties it
+is out; with two, the chaser tries each liberty as an atari and wins if
+some atari leaves a runner none of whose replies escapes (so a capture
+that leaves the runner laddered, or a snapback, is read as such). A read
+that passes ``LADDER_DEPTH`` ataris or ``LADDER_NODES`` positions counts
+as an escape, the cautious side.
 """
 
 from __future__ import annotations
@@ -94,87 +96,165 @@ def _liberties2(B, g):
 
 
 @njit(cache=True)
-def _can_capture_neighbour(B, g):
-    """True if a chaser group next to the runner group at ``g`` is in atari."""
+def _runner_moves(B, g, out):
+    """The runner's replies in atari (group at ``g``, one liberty): take an
+    adjacent chaser group in atari at that group's liberty (first: such a
+    capture mostly gets out at once, with no chase to read), or extend at
+    its liberty. Fills ``out``; returns how many."""
     color = B.color
     head = B.head
     libs = B.libs
     W = B.meta[M_SIZE] + 2
     runner = color[g]
     h = head[g]
+    k = 0
     for q in range(color.shape[0]):
         if color[q] != runner or head[q] != h:
             continue
         for d in (-W, -1, 1, W):
             m = q + d
-            if color[m] == -runner and libs[head[m]] == 1:
-                return True
-    return False
+            if color[m] == -runner and libs[head[m]] == 1 and k < out.shape[0]:
+                c = _liberty_of(B, m)
+                new = c >= 0
+                for i in range(k):
+                    if out[i] == c:
+                        new = False
+                if new:
+                    out[k] = c
+                    k += 1
+    lib = _liberty_of(B, g)
+    new = lib >= 0 and k < out.shape[0]
+    for i in range(k):
+        if out[i] == lib:
+            new = False
+    if new:
+        out[k] = lib
+        k += 1
+    return k
+
+
+CHASER, RUNNER = 0, 1
+MAX_REPLIES = 8  # the runner's replies read at one level: its liberty and the chaser groups it can take
+LADDER_NODES = 20000  # positions one read may look at; past it the runner counts as escaping
+
+
+@njit(cache=True)
+def _chaser_wins(B, g, root_kind):
+    """The ladder read, as KataGo's ``searchIsLadderCaptured``: an AND/OR
+    search over the chaser's two ataris and every runner reply (extend, or
+    take an adjacent chaser group in atari), reading on after a capture
+    too. ``root_kind``: CHASER (runner with two liberties, chaser to move)
+    or RUNNER (runner in atari, to move). True if the chaser captures.
+
+    On an explicit stack (Numba's cache mishandles recursion): level k's
+    board is the root's replayed with the moves ``path[:k]``; levels
+    alternate between the chaser's options and the runner's."""
+    runner = B.color[g]
+    W = B.meta[M_SIZE] + 2
+    plies = 2 * LADDER_DEPTH + 1
+    path = np.empty(plies, np.int64)
+    opts = np.empty((plies, MAX_REPLIES), np.int64)
+    nopt = np.zeros(plies, np.int64)
+    idx = np.zeros(plies, np.int64)
+    kind = np.empty(plies, np.int64)
+    work = clone(B)
+    nodes = 0
+
+    k = 0
+    kind[0] = root_kind
+    if root_kind == CHASER:
+        a, b = _liberties2(B, g)
+        opts[0, 0], opts[0, 1] = a, b
+        nopt[0] = 2
+    else:
+        nopt[0] = _runner_moves(B, g, opts[0])
+    idx[0] = 0
+    result = False
+    pending = False  # a child's result waits to be taken by level k
+    while True:
+        if pending:
+            pending = False
+            if kind[k] == CHASER:
+                if result:  # some atari wins: the chaser wins here
+                    if k == 0:
+                        return True
+                    k -= 1
+                    pending = True
+                    continue
+            else:
+                if not result:  # some reply escapes: the chaser fails here
+                    if k == 0:
+                        return False
+                    k -= 1
+                    pending = True
+                    continue
+            idx[k] += 1
+        if idx[k] >= nopt[k]:
+            # every option tried: a chaser level without a winning atari
+            # fails, a runner level without an escape is captured
+            result = kind[k] == RUNNER
+            if k == 0:
+                return result
+            k -= 1
+            pending = True
+            continue
+        m = opts[k, idx[k]]
+        nodes += 1
+        if m < 0 or nodes > LADDER_NODES:
+            if nodes > LADDER_NODES:  # out of budget: the cautious side
+                return False
+            idx[k] += 1
+            continue
+        copy_board(work, B)
+        for i in range(k):
+            play_flat(work, path[i], -runner if kind[i] == CHASER else runner)
+        if kind[k] == CHASER:
+            if play_flat(work, _flat(m, W), -runner) != LEGAL or work.libs[work.head[g]] != 1:
+                idx[k] += 1
+                continue
+            if k + 1 >= plies:
+                idx[k] += 1
+                continue
+            path[k] = _flat(m, W)
+            k += 1
+            kind[k] = RUNNER
+            nopt[k] = _runner_moves(work, g, opts[k])
+            idx[k] = 0
+        else:
+            if play_flat(work, _flat(m, W), runner) != LEGAL:
+                idx[k] += 1
+                continue
+            n = work.libs[work.head[g]]
+            if n >= 3 or (n == 2 and k + 2 >= plies):  # out, or read too deep: the cautious side
+                result = False
+                if k == 0:
+                    return False
+                k -= 1
+                pending = True
+                continue
+            if n <= 1:
+                idx[k] += 1
+                continue
+            path[k] = _flat(m, W)
+            k += 1
+            kind[k] = CHASER
+            a, b = _liberties2(work, g)
+            opts[k, 0], opts[k, 1] = a, b
+            nopt[k] = 2
+            idx[k] = 0
 
 
 @njit(cache=True)
 def runner_escapes(B, g):
     """Runner group at ``g`` has one liberty and is to move: can it get out?"""
-    if _can_capture_neighbour(B, g):
-        return True
-    W = B.meta[M_SIZE] + 2
-    S = clone(B)
-    if play_flat(S, _flat(_liberty_of(B, g), W), B.color[g]) != LEGAL:
-        return False
-    n = S.libs[S.head[g]]
-    if n != 2:
-        return n >= 3
-    return not chaser_captures(S, g)
+    return not _chaser_wins(B, g, RUNNER)
 
 
 @njit(cache=True)
 def chaser_captures(B, g):
-    """Runner group at ``g`` has two liberties, chaser to move: does some atari
-    lead to a capture?
-
-    The runner's reply is forced, so the tree is an OR over the chaser's two
-    ataris per level: any capture anywhere wins for the chaser, and a level
-    whose ataris both fail sends the search back to the next atari one level
-    up. It runs on an explicit stack (Numba's cache mishandles recursion);
-    level d's board is the root's replayed with the d (atari, extension)
-    pairs in ``seq``."""
-    runner = B.color[g]
-    W = B.meta[M_SIZE] + 2
-    seq = np.empty((LADDER_DEPTH, 2), np.int64)
-    opt = np.zeros(LADDER_DEPTH, np.int64)
-    work = clone(B)
-    d = 0
-    while True:
-        if opt[d] == 2:
-            if d == 0:
-                return False
-            d -= 1
-            opt[d] += 1
-            continue
-        copy_board(work, B)
-        for i in range(d):
-            play_flat(work, seq[i, 0], -runner)
-            play_flat(work, seq[i, 1], runner)
-        p = _liberties2(work, g)[opt[d]]
-        if p < 0 or play_flat(work, _flat(p, W), -runner) != LEGAL or work.libs[work.head[g]] != 1:
-            opt[d] += 1
-            continue
-        if _can_capture_neighbour(work, g):
-            opt[d] += 1
-            continue
-        lib = _liberty_of(work, g)
-        if play_flat(work, _flat(lib, W), runner) != LEGAL:
-            return True
-        n = work.libs[work.head[g]]
-        if n <= 1:
-            return True
-        if n >= 3 or d + 1 >= LADDER_DEPTH:
-            opt[d] += 1
-            continue
-        seq[d, 0] = _flat(p, W)
-        seq[d, 1] = _flat(lib, W)
-        d += 1
-        opt[d] = 0
+    """Runner group at ``g`` has two liberties, chaser to move: does some
+    atari lead to a capture, whatever the runner replies?"""
+    return _chaser_wins(B, g, CHASER)
 
 
 @njit(cache=True)
@@ -195,7 +275,8 @@ def move_facts(B, scratch, p, me, out):
     """Play ``me`` at empty padded ``p`` on ``scratch`` (a copy of ``B``).
 
     ``out`` (int64 [6]) gets: 0 legal (0/1); 1 opponent stones captured;
-    2 liberties of the new group; 3 size of the new group;
+    2 liberties of the new group; 3 size of the new group (a suicide, where
+    the rules allow it: 0 liberties, the stones it loses);
     4 ladder capture (the move ataris an opponent group that then cannot
     escape); 5 ladder escape (the move saves an own group that was in atari
     and the chaser cannot ladder it). Returns ``out[0]``."""
@@ -227,11 +308,25 @@ def move_facts(B, scratch, p, me, out):
         return 0
     out[0] = 1
     out[1] = scratch.meta[capk] - before
+    libs = B.libs
+    head = B.head
+    if scratch.color[p] == EMPTY:  # a suicide (rules that allow it): no liberty, the group's stones lost
+        out[3] = 1
+        for d in (-W, -1, 1, W):
+            n = p + d
+            if color[n] == me:
+                seen = False
+                for e in (-W, -1, 1, W):
+                    if e == d:
+                        break
+                    if color[p + e] == me and head[p + e] == head[n]:
+                        seen = True
+                if not seen:
+                    out[3] += B.gsize[head[n]]
+        return 1
     h = scratch.head[p]
     out[2] = scratch.libs[h]
     out[3] = scratch.gsize[h]
-    libs = B.libs
-    head = B.head
     for d in (-W, -1, 1, W):
         n = p + d
         c = scratch.color[n]

@@ -365,9 +365,10 @@ def _encode_alphago(B, history, out):
                 legal = move_facts(B, scratch, q, me, facts) == 1
                 if legal:
                     out[r, c, o + 12 + min(facts[1], 7)] = 1.0
-                    if facts[2] == 1:
+                    if facts[2] <= 1:  # self-atari, or a suicide (rules that allow it): the stones lost
                         out[r, c, o + 20 + _lib_plane(facts[3], 8)] = 1.0
-                    out[r, c, o + 28 + _lib_plane(facts[2], 8)] = 1.0
+                    if facts[2] >= 1:
+                        out[r, c, o + 28 + _lib_plane(facts[2], 8)] = 1.0
                     out[r, c, o + 36] = facts[4]
                     out[r, c, o + 37] = facts[5]
                 if sensible(B, q, me, legal):
