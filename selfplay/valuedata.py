@@ -398,6 +398,8 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
     from alphalite.runtime import process_pool
 
     src, out = Path(src), Path(out)
+    if playouts < 1:
+        raise ValueError(f"--playouts must be >= 1 (the rollouts that settle the dead stones), got {playouts}")
     if src.resolve() == out.resolve():
         raise dataset.DatasetError("--out must be another folder than the source dataset")
     index_src = dataset.read_index(src)

@@ -86,7 +86,7 @@ def _members():
         return [(m.name, tf.extractfile(m).read()) for m in tf if m.isfile()]
 
 
-def test_archives_folders_bad_files_duplicates(tmp_path):
+def test_archives_folders_bad_files_duplicates(tmp_path, capsys):
     members = _members()[:40]
     src = tmp_path / "src"
     (src / "deep" / "er").mkdir(parents=True)
@@ -119,6 +119,9 @@ def test_archives_folders_bad_files_duplicates(tmp_path):
     assert sk["unsupported_size"] == 2  # the 9x9 and 13x13 records with --sizes 19
     assert s["truncated"] == {"occupied": 1}  # kept up to the illegal move
     assert s["corrupt_archives"] == 2
+    err = capsys.readouterr().err.splitlines()  # each damaged archive said at once, on one line
+    assert len([e for e in err if e.startswith("warning: ") and "is damaged" in e]) == 2, err
+    assert any("broken.tar.gz is damaged" in e for e in err) and any("garbage.zip is damaged" in e for e in err)
     # 40 unique archive games + gb18030 + illegal-move + the collection's two; the broken archive
     # repeats the first 40
     assert s["games"] == 44
@@ -159,7 +162,7 @@ def test_a_build_that_keeps_no_game_is_an_error_naming_its_log(tmp_path, capsys)
     assert "skipped.tsv" not in str(e.value)
 
 
-def test_interrupt_keeps_finished_shards(tmp_path, monkeypatch):
+def test_interrupt_keeps_finished_shards(tmp_path, monkeypatch, capsys):
     real = dataset.process_record
     calls = {"n": 0}
 
@@ -176,8 +179,13 @@ def test_interrupt_keeps_finished_shards(tmp_path, monkeypatch):
     index = json.loads((tmp_path / "index.json").read_text())
     assert not index["complete"]
     assert not [p for p in tmp_path.iterdir() if "tmp" in p.name]
+    capsys.readouterr()
     games = dataset.load_games(tmp_path, "train")
     assert len(games) == index["summary"]["games"] >= 128  # the finished batches, none lost
+    err = capsys.readouterr().err  # a reader of the partial dataset is told, once
+    assert err.count("holds only part of its sources: its build was stopped") == 1, err
+    dataset.load_games(tmp_path, "train")
+    assert "its build was stopped" not in capsys.readouterr().err
     monkeypatch.setattr(dataset, "process_record", real)
     s = dataset.build([SAMPLE], tmp_path, jobs=1, shard_games=32, val_frac=0, test_frac=0, progress=False)
     assert s["games"] == 200 and len(dataset.load_games(tmp_path, "train")) == 200

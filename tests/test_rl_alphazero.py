@@ -228,7 +228,8 @@ def test_a_replayed_round_plays_and_trains_only_what_is_missing(tmp_path, monkey
     assert tr["step"] == 4 and lrn.train_to(4)["step"] == 4 and lrn.step() == 4
     store.set_iteration(0, train_to=4)
     assert store.train_to(0) == 4 and store.train_to(1) is None and store.iteration() == 0
-    for bad, flag in ((dict(window_games=0), "--window-games"), (dict(train_batch=0), "--train-batch")):
+    for bad, flag in ((dict(window_games=0), "--window-games"), (dict(train_batch=0), "--train-batch"),
+                      (dict(model="foo"), "--model"), (dict(model="b2c16_value"), "--model")):
         with pytest.raises(ValueError, match=flag):
             dataclasses.replace(TINY, **bad)
     with pytest.raises(ValueError, match="--resign-moves"):

@@ -346,6 +346,8 @@ def test_value_targets_copy_the_dataset_and_the_loader_turns_them_with_the_board
 
     with pytest.raises(ValueError, match="other settings"):
         valuedata.build_targets(tmp_path / "data", tv, playouts=16, progress=False)
+    with pytest.raises(ValueError, match="--playouts must be >= 1"):
+        valuedata.build_targets(tmp_path / "data", tmp_path / "tv0", playouts=0, progress=False)
 
 
 def test_value_targets_skip_games_the_judge_contradicts_and_handicap_games(tmp_path):

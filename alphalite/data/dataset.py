@@ -417,6 +417,9 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     def log(name, reason, detail):
         clean = " ".join(str(detail).split())  # one line, no tabs
         log_file.write(f"{name}\t{reason}\t{clean}\n")
+        if reason == "corrupt_archive":  # the records after the damage are lost: say so at once
+            print(f"warning: {name} is damaged ({clean}): only the records before the damage are read",
+                  file=sys.stderr, flush=True)
 
     def batches():
         batch = []
@@ -598,7 +601,15 @@ def _read_index(data_dir: Path) -> dict:
         raise DatasetError(f"not a dataset folder (no readable index.json): {data_dir}: {e}") from None
     if index.get("format") != FORMAT:
         raise DatasetError(f"unknown dataset format {index.get('format')!r} in {data_dir}")
+    key = str(Path(data_dir).resolve())
+    if index.get("complete") is False and key not in _WARNED_INCOMPLETE:
+        _WARNED_INCOMPLETE.add(key)
+        print(f"alphalite: warning: {data_dir} holds only part of its sources: its build was stopped "
+              "(run `alphalite data build` again for all of them)", file=sys.stderr, flush=True)
     return index
+
+
+_WARNED_INCOMPLETE: set[str] = set()
 
 
 def read_index(data_dir) -> dict:
@@ -912,7 +923,8 @@ def iterate_batches(data, *, split: str = "train", preset: str = "default", batc
     plan = _plan(data, split, board_size, winner_only, include_passes, per_game, **select)
     per_epoch = plan.total // batch_size
     if per_epoch == 0:
-        raise DatasetError(f"split {split!r} of {data} has {plan.total} positions of size {board_size}, "
+        src = data if isinstance(data, (str, os.PathLike)) else f"the {len(plan.games)} games given"
+        raise DatasetError(f"split {split!r} of {src} has {plan.total} positions of size {board_size}, "
                            f"fewer than one batch of {batch_size}")
     return _batches(plan, preset, batch_size, seed, symmetries, board_size, int(start_batch), epochs,
                     chunk_games, per_epoch, threads)

@@ -15,6 +15,7 @@ int32, legal [B, A] bool.
 from __future__ import annotations
 
 import dataclasses
+import math
 import json
 import time
 from pathlib import Path
@@ -53,7 +54,7 @@ class SLConfig:
     winner_only: bool = field(False, "train only on the winner's moves (the thesis)")
     include_passes: bool = field(True, "train on positions whose expert move is a pass")
     eval_every: int = field(1000, "steps between validation runs")
-    eval_positions: int = field(4096, "validation positions per evaluation")
+    eval_positions: int = field(4096, "validation positions per evaluation (0 = the whole validation split)")
     checkpoint_every: int = field(500, "steps between checkpoints")
     log_every: int = field(50, "steps between metrics.jsonl lines")
     seed: int = field(0, "seed for init and data order")
@@ -77,6 +78,28 @@ class SLConfig:
                       "value net; the parts it lacks start fresh")
     heads_only: bool = field(False, "aux value task: train only the ownership and score heads, on the games "
                              "with those targets; the trunk and winner head stay as --init gave them")
+
+    def __post_init__(self):
+        def finite(x):
+            return isinstance(x, (int, float)) and math.isfinite(x)
+
+        config_lib.require(self, (
+            ("board_size", 2 <= self.board_size <= 25, "in 2..25"),
+            ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("learning_rate", finite(self.learning_rate) and self.learning_rate > 0, "> 0"),
+            ("momentum", finite(self.momentum) and 0 <= self.momentum < 1, "in [0, 1)"),
+            ("weight_decay", finite(self.weight_decay) and self.weight_decay >= 0, ">= 0"),
+            ("grad_clip", finite(self.grad_clip) and self.grad_clip >= 0, ">= 0 (0: off)"),
+            ("warmup_steps", self.warmup_steps >= 0, ">= 0"),
+            ("total_steps", self.total_steps >= 1, ">= 1"),
+            ("max_minutes", finite(self.max_minutes) and self.max_minutes >= 0, ">= 0 (0: no limit)"),
+            ("eval_every", self.eval_every >= 1, ">= 1"),
+            ("eval_positions", self.eval_positions >= 0, ">= 0 (0: the whole validation split)"),
+            ("checkpoint_every", self.checkpoint_every >= 1, ">= 1"),
+            ("log_every", self.log_every >= 1, ">= 1"),
+            ("loader_threads", self.loader_threads >= 1, ">= 1"),
+            ("value_weight", finite(self.value_weight) and self.value_weight >= 0, ">= 0"),
+            ("per_game", self.per_game >= 0, ">= 0 (0: every position)")))
 
 
 # Fields a resumed run may change; everything else must match config.json.

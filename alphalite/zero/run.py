@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 import time
 from pathlib import Path
@@ -82,6 +83,8 @@ class ZeroConfig:
 
     def __post_init__(self):
         require(self, (
+            ("model", re.fullmatch(r"b[1-9][0-9]*c[1-9][0-9]*(_aux)?", self.model) is not None,
+             "bNcM or bNcM_aux (blocks, channels: a policy-value net)"),
             ("size", 2 <= self.size <= 25, "in 2..25"),
             ("iterations", self.iterations >= 0, ">= 0"),
             ("games_per_iteration", self.games_per_iteration >= 1, ">= 1"),
