@@ -56,6 +56,7 @@ for line in sys.stdin:
         if mode == "crash" or (mode.startswith("crash-once:") and not os.path.exists(mode[11:])):
             if mode != "crash":
                 open(mode[11:], "w").close()
+            print("fake: crashing as asked", file=sys.stderr, flush=True)
             sys.exit(1)
         if mode == "hang":
             time.sleep(60)
@@ -152,6 +153,8 @@ def test_void_is_replayed(tmp_path, fake):
     assert [r["status"] for r in recs] == ["void", "done"]
     assert [r["attempt"] for r in recs] == [0, 1]
     assert "exited" in recs[0]["error"]
+    # the void names the engine's last words and its log
+    assert "its last words: 'fake: crashing as asked' (log " in recs[0]["error"], recs[0]["error"]
     assert (tmp_path / "t" / "void" / "a-b-0000.0.sgf").exists()
     assert any("void a-b-0000" in m for m in said)
 

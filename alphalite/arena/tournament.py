@@ -284,9 +284,20 @@ def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> di
     rec["seed"] = seed
     names = {BLACK: job.black.name, WHITE: job.white.name}
     specs = {BLACK: job.black, WHITE: job.white}
+    log_of = {c: logs / f"{job.game_id}.{'b' if c == BLACK else 'w'}.{names[c]}.log" for c in (BLACK, WHITE)}
+
+    def died(c: int, e: Exception) -> Void:
+        """A dead engine's void, with the last line it wrote (its reason, mostly) and its log."""
+        try:
+            lines = [ln.strip() for ln in log_of[c].read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            lines = []
+        tail = f"; its last words: {lines[-1][:200]!r}" if lines else ""
+        return Void(f"{names[c]}: {e}{tail} (log {log_of[c]})")
+
     for c in (BLACK, WHITE):
         argv = specs[c].argv(seed)
-        err = open(logs / f"{job.game_id}.{'b' if c == BLACK else 'w'}.{names[c]}.log", "w")
+        err = open(log_of[c], "w")
         try:
             clients[c] = GtpClient(argv, timeout=job.timeout, stderr=err, name=names[c])
         except OSError as e:
@@ -299,7 +310,9 @@ def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> di
             return clients[c].send(command)
         except GtpError as e:
             raise Void(f"{names[c]} refused {command!r}: {e.message}") from None
-        except (GtpEngineDied, GtpTimeout) as e:
+        except GtpEngineDied as e:
+            raise died(c, e) from None
+        except GtpTimeout as e:
             raise Void(f"{names[c]}: {e}") from None
 
     engine_names = {}
@@ -309,7 +322,9 @@ def _play(job: GameJob, rec: dict, clients: dict, moves: list, logs: Path) -> di
             engine_names[names[c]] = clients[c].send("name")
         except GtpError:
             engine_names[names[c]] = "?"
-        except (GtpEngineDied, GtpTimeout) as e:
+        except GtpEngineDied as e:
+            raise died(c, e) from None
+        except GtpTimeout as e:
             raise Void(f"{names[c]}: {e}") from None
         send(c, f"boardsize {size}")
         send(c, "clear_board")
