@@ -9,10 +9,9 @@ engine reads its flags before either is loaded)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from alphalite.runtime.config import field, require
+from alphalite.runtime.config import field, finite, require
 
 
 C_PUCT_SMALL, C_PUCT_19 = 1.5, 6.0  # the default exploration constants (SearchParams.c_puct_at)
@@ -52,9 +51,6 @@ class SearchParams:
 
     def __post_init__(self):
         """ValueError naming the flag of a value no search can use."""
-        def finite(x):
-            return isinstance(x, (int, float)) and math.isfinite(x)
-
         require(self, (
                 ("c_puct", finite(self.c_puct), "a finite number (negative: by board size)"),
                 ("fpu_reduction", finite(self.fpu_reduction), "a finite number"),

@@ -169,7 +169,7 @@ def run_games(net_fn: Callable, params: Any, n_games: int, *, size: int, config:
 
 def play_games(net_fn: Callable, params: Any, n_games: int, out_dir: str | os.PathLike, *, size: int,
                config: SelfPlayConfig = SelfPlayConfig(), search: SearchParams = SearchParams(),
-               seed: int | None = None, prefix: str = "az",
+               seed: int | list[int] | None = None, prefix: str = "az",
                sgf: bool = False, stop: Callable[[], bool] | None = None) -> list[Path]:
     """``run_games`` writing each finished game as ``<out_dir>/<prefix>-<index>.npz``
     (atomic, ``selfplay.records``); returns the record paths in finishing order."""

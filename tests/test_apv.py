@@ -577,8 +577,13 @@ def test_allowed_root_moves_are_the_only_ones_searched(policies, with_net):
     assert out.action != CAPTURE_MOVE and allowed[out.action]
     assert t.children_nr[0, ~allowed].sum() == 0 and t.children_nr[0].sum() == 200
     assert not t.children_legal[0, ~allowed].any() and np.isclose(t.children_prior[0].sum(), 1.0)
-    kids = t.children_index[0][t.children_index[0] >= 0]
-    assert any(t.children_legal[k, CAPTURE_MOVE] or t.children_legal[k, 25] for k in kids)
+    seen = 0
+    for a in np.flatnonzero(t.children_index[0] >= 0):  # each reply's node: every legal move, none banned
+        k = t.children_index[0, a]
+        if t.expanded[k]:
+            np.testing.assert_array_equal(t.children_legal[k], board.legal_moves(board.play(state, int(a))))
+            seen += 1
+    assert seen >= 3
     K.check(t)
     with pytest.raises(ValueError, match="fresh tree"):
         s.run(state, max_sims=10, tree=t, allowed=allowed)

@@ -166,6 +166,12 @@ def test_a_pass_that_loses_by_the_count_as_the_board_stands_captures_the_dead_st
     d = choose(st, BLACK, players.candidate_moves(st), _searched(PASS), judge)
     libs = {coords.from_gtp(v, 7) for v in ("A4", "B3", "B5", "C4")}
     assert d.move in libs and d.note.startswith("cleanup"), d
+    # with avoid/allow leaving none of its liberties, no banned point is played
+    allowed = np.ones(PASS + 1, bool)
+    allowed[list(libs)] = False
+    cand = players.candidate_moves(st) & allowed
+    d = choose(st, BLACK, cand, _searched(PASS), judge, allowed=allowed)
+    assert d.move not in libs and d.move != PASS and cand[d.move], d
 
 
 def test_without_playouts_the_judge_counts_the_board_as_it_stands():

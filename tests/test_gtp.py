@@ -1132,6 +1132,15 @@ def test_avoid_and_allow_ban_root_moves():
         assert eng.handle(f"7 {bad}").startswith("?7 syntax error"), bad
     every = ",".join(f"{c}{r}" for c in "ABCDEFGHJ" for r in range(1, 10)) + ",pass"
     assert eng.handle(f"8 kata-analyze w avoid w {every} 1") == "?8 avoid/allow leave no legal move\n\n"
+    # an avoided pass: the rules that pass by themselves (nothing left but own eyes) play on instead
+    small = gtp.Engine(gtp.EngineConfig(engine="random", size=5, visits=16), log=said.append, warmup=False)
+    for v in (f"{c}{r}" for c in "ABCDE" for r in range(1, 6)):
+        if v not in ("A1", "E1", "A5", "E5", "C3"):
+            assert small.handle(f"play b {v}") == "=\n\n"
+    assert small.handle("9 kata-genmove_analyze b").endswith("play pass\n\n")
+    small.handle("undo")
+    out = small.handle("10 kata-genmove_analyze b avoid b pass 1")
+    assert re.search(r"play (A1|E1|A5|E5|C3)\n\n$", out), out
 
 
 def test_analysis_with_a_net_that_cannot_load_is_answered_with_a_failure(monkeypatch):

@@ -224,12 +224,17 @@ def test_a_replayed_round_plays_and_trains_only_what_is_missing(tmp_path, monkey
     assert again["games"] == 1 and len(now) == 3 and set(now) - set(names)
     data = {p.name: p.read_bytes() for p in store.game_paths()}
     assert len(set(data.values())) == 3  # the game played again is a new one
+    # a round resumed with other actors: only the games it lacks are handed out
+    assert run.round_targets(store, 0, 3, 2) == [3, 0] and run.round_targets(store, 0, 6, 2) == [5, 1]
+    assert run.round_targets(store, 0, 6, 4) == [4, 1, 1, 0] and run.round_targets(store, 1, 3, 2) == [2, 1]
     tr = lrn.train_to(4)
     assert tr["step"] == 4 and lrn.train_to(4)["step"] == 4 and lrn.step() == 4
     store.set_iteration(0, train_to=4)
     assert store.train_to(0) == 4 and store.train_to(1) is None and store.iteration() == 0
     for bad, flag in ((dict(window_games=0), "--window-games"), (dict(train_batch=0), "--train-batch"),
-                      (dict(model="foo"), "--model"), (dict(model="b2c16_value"), "--model")):
+                      (dict(model="foo"), "--model"), (dict(model="b2c16_value"), "--model"),
+                      (dict(learning_rate=-1.0), "--learning-rate"), (dict(gate_sprt="nonsense"), "--gate-sprt"),
+                      (dict(value_weight=float("nan")), "--value-weight")):
         with pytest.raises(ValueError, match=flag):
             dataclasses.replace(TINY, **bad)
     with pytest.raises(ValueError, match="--resign-moves"):

@@ -397,7 +397,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
         raise DatasetError(f"--out is a file, not a folder: {out}")
     out.mkdir(parents=True, exist_ok=True)
     try:
-        old_index = _read_index(out) if (out / "index.json").exists() else None
+        old_index = _read_index(out, warn=False) if (out / "index.json").exists() else None
     except DatasetError:
         old_index = None
 
@@ -594,7 +594,7 @@ def _pack_select(a: dict, idx: np.ndarray) -> dict:
     return out
 
 
-def _read_index(data_dir: Path) -> dict:
+def _read_index(data_dir: Path, warn: bool = True) -> dict:
     try:
         index = json.loads((Path(data_dir) / "index.json").read_text())
     except (OSError, ValueError) as e:
@@ -602,7 +602,7 @@ def _read_index(data_dir: Path) -> dict:
     if index.get("format") != FORMAT:
         raise DatasetError(f"unknown dataset format {index.get('format')!r} in {data_dir}")
     key = str(Path(data_dir).resolve())
-    if index.get("complete") is False and key not in _WARNED_INCOMPLETE:
+    if warn and index.get("complete") is False and key not in _WARNED_INCOMPLETE:
         _WARNED_INCOMPLETE.add(key)
         print(f"alphalite: warning: {data_dir} holds only part of its sources: its build was stopped "
               "(run `alphalite data build` again for all of them)", file=sys.stderr, flush=True)

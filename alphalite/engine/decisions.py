@@ -117,10 +117,11 @@ def pass_wins(state: board.GoState, color: int, judge: Judge) -> bool:
     return board.area_score(state) * color > 0 and score * color > 0 and surely_won(state, color, judge)
 
 
-def cleanup_move(state: board.GoState, color: int, judge: Judge) -> Decision | None:
+def cleanup_move(state: board.GoState, color: int, judge: Judge, allowed: np.ndarray | None = None
+                 ) -> Decision | None:
     """kgs-genmove_cleanup: while the opponent has dead stones, fill a
     liberty of the dead group with the fewest liberties (None: none left,
-    or none can be filled)."""
+    or none can be filled). ``allowed``: the only points it may fill."""
     _, dead = judge(state)
     s = board.stones(state).ravel()
     dead = [int(p) for p in dead if s[p] == -color]
@@ -133,7 +134,7 @@ def cleanup_move(state: board.GoState, color: int, judge: Judge) -> Decision | N
         r, c = divmod(p, n)
         for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
             q = rr * n + cc
-            if 0 <= rr < n and 0 <= cc < n and s[q] == 0 and legal[q]:
+            if 0 <= rr < n and 0 <= cc < n and s[q] == 0 and legal[q] and (allowed is None or allowed[q]):
                 return Decision(int(q), note=f"cleanup: {len(dead)} dead stones left")
     return None
 
@@ -152,22 +153,34 @@ def play_on(candidates: np.ndarray, decision: Decision, prior: Callable[[], np.n
 
 
 def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Callable[[], Decision],
-           judge: Judge, *, cleanup: bool = False,
-           prior: Callable[[], np.ndarray] | None = None) -> Decision:
+           judge: Judge, *, cleanup: bool = False, prior: Callable[[], np.ndarray] | None = None,
+           allowed: np.ndarray | None = None) -> Decision:
     """One move for ``color`` (to play in ``state``). ``candidates``:
-    ``players.candidate_moves(state)``; ``search()``: the player's choice,
-    called only when no rule decides first; ``prior()``: the player's prior
-    over moves, asked only when a pass must be replaced and the search gave
-    no visited candidate (uniform over the candidates without one)."""
+    ``players.candidate_moves(state)`` (within ``allowed``); ``search()``:
+    the player's choice, called only when no rule decides first;
+    ``prior()``: the player's prior over moves, asked only when a pass must
+    be replaced and the search gave no visited candidate (uniform over the
+    candidates without one). ``allowed`` (bool [A], GTP's ``avoid``/``allow``):
+    the only moves it may play, pass among them or not."""
     n2 = state.size * state.size
-    decision = cleanup_move(state, color, judge) if cleanup else None
-    if decision is None and players.last_was_pass(state) and pass_wins(state, color, judge):
+    pass_ok = allowed is None or bool(allowed[n2])
+    decision = cleanup_move(state, color, judge, allowed) if cleanup else None
+    if decision is None and pass_ok and players.last_was_pass(state) and pass_wins(state, color, judge):
         decision = Decision(n2, note="the opponent passed and passing wins")
     if decision is None and not candidates[:-1].any():
-        decision = Decision(n2, note="no move left outside own territory and eyes")
+        if pass_ok:
+            decision = Decision(n2, note="no move left outside own territory and eyes")
+        else:  # an avoided pass: any allowed point the rules leave
+            points = board.legal_moves(state) & allowed
+            points[n2] = False
+            decision = play_on(points, Decision(n2), prior or (lambda: points.astype(np.float64)))
+            return dataclasses.replace(decision, note="pass avoided: playing on")
     if decision is not None:
         return decision
     decision = search()
+    if decision.move == n2 and not pass_ok:
+        return dataclasses.replace(play_on(candidates, decision, prior or (lambda: candidates.astype(np.float64))),
+                                   note="pass avoided: playing on")
     if decision.move != n2 or not candidates[:-1].any() or cleanup:
         return decision  # cleaning up: no dead stone is left, so the pass stands
     if players.last_was_pass(state):
@@ -182,8 +195,8 @@ def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Cal
         if board.area_score(state) * color <= 0:
             # won once the dead stones are off, lost by the count as the
             # board stands (Tromp-Taylor counts them alive): capture them
-            return cleanup_move(state, color, judge) or play_on(candidates, decision, prior,
-                                                                 "lost as the board stands")
+            return cleanup_move(state, color, judge, allowed) or play_on(candidates, decision, prior,
+                                                                          "lost as the board stands")
         if not surely_won(state, color, judge):
             return play_on(candidates, decision, prior, "unsettled")
     return decision

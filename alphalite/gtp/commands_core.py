@@ -163,7 +163,7 @@ class CoreCommands:
             state, color, cand,
             lambda: self._player().genmove(state, cand, self._move_budget(color, state.move_number)[1], rng,
                                            callback, **kw),
-            self.judge, cleanup=cleanup, prior=lambda: self._player().prior(state))
+            self.judge, cleanup=cleanup, prior=lambda: self._player().prior(state), allowed=allowed)
         move = decision.move
         elapsed = time.perf_counter() - t0
         wr = "" if decision.winrate is None else f" winrate {decision.winrate:.3f}"

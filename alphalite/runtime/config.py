@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import json
 import typing
 from pathlib import Path
@@ -24,6 +25,11 @@ def field(default, help: str, choices=None, flag: str | None = None):
 def flag_of(f: dataclasses.Field) -> str:
     """The command-line option of field ``f``."""
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def finite(x) -> bool:
+    """A real number, neither inf nor nan (for ``require``'s checks)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def require(obj, checks) -> None:

@@ -15,7 +15,6 @@ int32, legal [B, A] bool.
 from __future__ import annotations
 
 import dataclasses
-import math
 import json
 import time
 from pathlib import Path
@@ -80,9 +79,7 @@ class SLConfig:
                              "with those targets; the trunk and winner head stay as --init gave them")
 
     def __post_init__(self):
-        def finite(x):
-            return isinstance(x, (int, float)) and math.isfinite(x)
-
+        finite = config_lib.finite
         config_lib.require(self, (
             ("board_size", 2 <= self.board_size <= 25, "in 2..25"),
             ("batch_size", self.batch_size >= 1, ">= 1"),

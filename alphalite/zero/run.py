@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 from alphalite.runtime import config as config_lib
-from alphalite.runtime.config import field, require
+from alphalite.runtime.config import field, finite, require
 from alphalite.zero import plots
 from alphalite.zero.store import Store
 from search.params import SearchParams
@@ -95,7 +95,17 @@ class ZeroConfig:
             ("gate_visits", self.gate_visits >= 1, ">= 1"),
             ("gate_threshold", 0.0 <= self.gate_threshold <= 1.0, "in [0, 1]"),
             ("anchor_every", self.anchor_every >= 0, ">= 0 (0: never)"),
-            ("actors", self.actors >= 0, ">= 0 (0: the cores Ray has)")))
+            ("actors", self.actors >= 0, ">= 0 (0: the cores Ray has)"),
+            ("learning_rate", finite(self.learning_rate) and self.learning_rate > 0, "> 0"),
+            ("weight_decay", finite(self.weight_decay) and self.weight_decay >= 0, ">= 0"),
+            ("value_weight", finite(self.value_weight) and self.value_weight >= 0, ">= 0"),
+            ("seed", self.seed >= 0, ">= 0")))
+        from alphalite.arena.ratings import Sprt
+
+        try:
+            Sprt.parse(self.gate_sprt)
+        except ValueError as e:
+            raise ValueError(f"--gate-sprt: {e}") from None
 
 
 def _setup_worker(training: bool = False) -> None:
@@ -120,6 +130,7 @@ class SelfPlayer:
         return os.getpid()
 
     def play(self, net_dir: str, n_games: int, iteration: int, seed: int) -> dict:
+        """Play until this actor has ``n_games`` records of round ``iteration`` on disk."""
         from alphalite.zero.learner import load_net
         from selfplay.alphazero import play_games, pv_net
 
@@ -208,6 +219,15 @@ def check_resume(store: Store, saved: dict) -> None:
             raise ValueError(f"{store.root} was started with other settings: {', '.join(diffs)}")
 
 
+def round_targets(store: Store, iteration: int, games: int, n_actors: int) -> list[int]:
+    """Records of round ``iteration`` each actor is to have on disk: what
+    it has, plus its share of the games the round still lacks (a resumed
+    round, whatever actors played the rest, hands out only those)."""
+    left = max(games - store.round_games(f"it{iteration:05d}"), 0)
+    return [store.round_games(f"it{iteration:05d}-w{i}") + left // n_actors + (i < left % n_actors)
+            for i in range(n_actors)]
+
+
 def start_ray(address: str | None, num_cpus: int | None):
     """Join ``address`` or start a local Ray (quiet, no dashboard); returns
     (ray, whether we started it)."""
@@ -274,11 +294,10 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
             store.log({"kind": "start", "iteration": 0, "net": best["net"], "copied": best.get("copied", [])})
         while it < cfg.iterations:
             best = store.best()
-            share = [cfg.games_per_iteration // n_actors + (i < cfg.games_per_iteration % n_actors)
-                     for i in range(n_actors)]
+            target = round_targets(store, it, cfg.games_per_iteration, n_actors)
             t0 = time.perf_counter()
             res = ray.get([a.play.remote(best["net"], n, it, cfg.seed * 100003 + it * 1009 + i)
-                           for i, (a, n) in enumerate(zip(actors, share)) if n > 0])
+                           for i, (a, n) in enumerate(zip(actors, target)) if n > 0])
             store.log({"kind": "selfplay", "iteration": it, "games": sum(r["games"] for r in res),
                        "seconds": time.perf_counter() - t0, "best_step": best["step"],
                        "games_on_disk": len(store.game_paths())})

@@ -71,8 +71,9 @@ class Store:
         return int(state["train_to"]) if state.get("iteration") == iteration and "train_to" in state else None
 
     def round_games(self, prefix: str) -> int:
-        """Finished records whose names start with ``prefix-``."""
-        return sum(1 for p in self.games.glob(f"{prefix}-*.npz") if not p.name.startswith("."))
+        """Finished records whose names start with ``prefix-`` (temporary
+        files start with a dot: never counted)."""
+        return sum(1 for _ in self.games.glob(f"{prefix}-*.npz"))
 
     def log(self, record: dict) -> None:
         files.append_jsonl(self.metrics, record)
