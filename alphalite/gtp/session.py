@@ -298,9 +298,6 @@ class Session:
         from alphalite.nn import checkpoint
 
         policy, value = self.config.checkpoint, self.config.value_checkpoint
-        if policy is None and self.config.engine == "policy":
-            raise checkpoint.CheckpointError("the policy engine plays its network's moves: --checkpoint none "
-                                             "leaves it none")
         if policy is not None:
             # the installed ones, whatever folders the working folder holds;
             # a net named below replaces them on its own board size only
