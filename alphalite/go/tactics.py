@@ -95,12 +95,25 @@ def _liberties2(B, g):
     return a, -1
 
 
+@njit(cache=True, inline="always")
+def _add_once(out, k, p):
+    """``p`` appended to ``out[:k]`` unless it is -1 or there already; the new count."""
+    if p < 0:
+        return k
+    for i in range(k):
+        if out[i] == p:
+            return k
+    out[k] = p
+    return k + 1
+
+
 @njit(cache=True)
 def _runner_moves(B, g, out):
     """The runner's replies in atari (group at ``g``, one liberty): take an
     adjacent chaser group in atari at that group's liberty (first: such a
     capture mostly gets out at once, with no chase to read), or extend at
-    its liberty. Fills ``out``; returns how many."""
+    its liberty (always kept: the captures leave it the last slot). Fills
+    ``out``; returns how many."""
     color = B.color
     head = B.head
     libs = B.libs
@@ -113,24 +126,9 @@ def _runner_moves(B, g, out):
             continue
         for d in (-W, -1, 1, W):
             m = q + d
-            if color[m] == -runner and libs[head[m]] == 1 and k < out.shape[0]:
-                c = _liberty_of(B, m)
-                new = c >= 0
-                for i in range(k):
-                    if out[i] == c:
-                        new = False
-                if new:
-                    out[k] = c
-                    k += 1
-    lib = _liberty_of(B, g)
-    new = lib >= 0 and k < out.shape[0]
-    for i in range(k):
-        if out[i] == lib:
-            new = False
-    if new:
-        out[k] = lib
-        k += 1
-    return k
+            if color[m] == -runner and libs[head[m]] == 1 and k < out.shape[0] - 1:
+                k = _add_once(out, k, _liberty_of(B, m))
+    return _add_once(out, k, _liberty_of(B, g))
 
 
 CHASER, RUNNER = 0, 1
