@@ -294,10 +294,10 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
             store.log({"kind": "start", "iteration": 0, "net": best["net"], "copied": best.get("copied", [])})
         while it < cfg.iterations:
             best = store.best()
-            target = round_targets(store, it, cfg.games_per_iteration, n_actors)
+            due = round_targets(store, it, cfg.games_per_iteration, n_actors)
             t0 = time.perf_counter()
             res = ray.get([a.play.remote(best["net"], n, it, cfg.seed * 100003 + it * 1009 + i)
-                           for i, (a, n) in enumerate(zip(actors, target)) if n > 0])
+                           for i, (a, n) in enumerate(zip(actors, due)) if n > 0])
             store.log({"kind": "selfplay", "iteration": it, "games": sum(r["games"] for r in res),
                        "seconds": time.perf_counter() - t0, "best_step": best["step"],
                        "games_on_disk": len(store.game_paths())})
