@@ -224,3 +224,90 @@ def tactics_clone(s):
     from alphalite.go.tactics import clone
 
     return clone(s.board_tuple)
+
+
+def _bf_group(s, m):
+    """(stones, liberties) of the group at flat ``m``, by flood fill."""
+    n, st = s.size, board.stones(s).ravel()
+    seen, todo, libs = {m}, [m], set()
+    while todo:
+        r, c = divmod(todo.pop(), n)
+        for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+            if 0 <= rr < n and 0 <= cc < n:
+                v = rr * n + cc
+                if st[v] == 0:
+                    libs.add(v)
+                elif st[v] == st[m] and v not in seen:
+                    seen.add(v)
+                    todo.append(v)
+    return seen, libs
+
+
+def _bf_play(s, m, col):
+    try:
+        return board.play(s, m, col)
+    except board.IllegalMove:
+        return None
+
+
+def _bf_runner_escapes(s, g, col, depth):
+    """Runner (colour ``col``, group at ``g``) in atari, to move: any reply
+    (its liberty, or the liberty of an adjacent chaser group in atari) that
+    gets three liberties, or two the chaser cannot ladder."""
+    stones, libs = _bf_group(s, g)
+    opts, n, st = set(libs), s.size, board.stones(s).ravel()
+    for q in stones:
+        r, c = divmod(q, n)
+        for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+            if 0 <= rr < n and 0 <= cc < n and st[rr * n + cc] == -col:
+                _, l2 = _bf_group(s, rr * n + cc)
+                if len(l2) == 1:
+                    opts |= l2
+    for m in opts:
+        t = _bf_play(s, m, col)
+        if t is not None:
+            libs_after = len(_bf_group(t, g)[1])
+            if libs_after >= 3 or (libs_after == 2 and not _bf_chaser_captures(t, g, col, depth)):
+                return True
+    return False
+
+
+def _bf_chaser_captures(s, g, col, depth):
+    if depth <= 0:
+        return False
+    for m in sorted(_bf_group(s, g)[1]):
+        t = _bf_play(s, m, -col)
+        if t is not None and len(_bf_group(t, g)[1]) == 1 and not _bf_runner_escapes(t, g, col, depth - 1):
+            return True
+    return False
+
+
+def test_ladder_reader_agrees_with_a_brute_force_reader():
+    """On random 7x7 games every group with one or two liberties gets the
+    same verdict from the reader as from a plain recursive read of every
+    runner reply (captures of chasers in atari included)."""
+    checked = {True: 0, False: 0}
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        s = board.new_game(7, 0.5)
+        for _ in range(int(rng.integers(10, 49))):
+            legal = np.flatnonzero(board.legal_moves(s)[:-1])
+            if legal.size == 0:
+                break
+            s = board.play(s, int(rng.choice(legal)))
+            st = board.stones(s).ravel()
+            done = set()
+            for g in map(int, np.flatnonzero(st)):
+                if g in done:
+                    continue
+                stones, libs = _bf_group(s, g)
+                done |= stones
+                col = int(st[g])
+                if len(libs) not in (1, 2):
+                    continue
+                t = board.with_to_play(s, col if len(libs) == 1 else -col)
+                want = (not _bf_runner_escapes(t, g, col, 40)) if len(libs) == 1 else \
+                    _bf_chaser_captures(t, g, col, 40)
+                assert ladder_captured(t.board_tuple, coords.to_padded(g, 7)) == want, (coords.to_gtp(g, 7), str(t))
+                checked[want] += 1
+    assert checked[True] > 100 and checked[False] > 100, checked
