@@ -1257,3 +1257,14 @@ def test_sabaki_gtp_drives_the_engine(tmp_path):
     assert not gen["error"] and gen["id"] == 12 and VERTEX9.fullmatch(gen["play"]), gen
     assert gen["parsed"] and len(gen["parsed"][-1]["ownership"]) == 81
     assert out["after"]["content"].count("O") == 1 and out["after"]["content"].count("X") == 1
+
+
+def test_undo_restarts_the_resign_streak():
+    """A takeback (GUIs send undo) clears the streak of low winrates: it
+    may hold moves no longer on the board."""
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=9), log=lambda m: None, warmup=False)
+    assert eng.handle("play b e5") == "=\n\n"
+    eng.resign_policy.streak = 2
+    assert eng.handle("undo") == "=\n\n" and eng.resign_policy.streak == 0
+    eng.resign_policy.streak = 2
+    assert eng.handle("undo").startswith("? cannot undo") and eng.resign_policy.streak == 2

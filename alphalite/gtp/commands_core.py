@@ -55,6 +55,7 @@ class CoreCommands:
     def cmd_undo(self):
         if not self.game.undo():
             raise GtpFailure("cannot undo")
+        self.resign_policy.reset()  # the streak may hold moves taken back: count afresh
         return ""
 
     def cmd_showboard(self):
