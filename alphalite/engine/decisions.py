@@ -163,6 +163,7 @@ def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Cal
     candidates without one). ``allowed`` (bool [A], GTP's ``avoid``/``allow``):
     the only moves it may play, pass among them or not."""
     n2 = state.size * state.size
+    prior = prior or (lambda: np.ones(n2 + 1))  # play_on masks it: uniform over whatever it chooses among
     pass_ok = allowed is None or bool(allowed[n2])
     decision = cleanup_move(state, color, judge, allowed) if cleanup else None
     if decision is None and pass_ok and players.last_was_pass(state) and pass_wins(state, color, judge):
@@ -173,14 +174,13 @@ def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Cal
         else:  # an avoided pass: any allowed point the rules leave
             points = board.legal_moves(state) & allowed
             points[n2] = False
-            decision = play_on(points, Decision(n2), prior or (lambda: points.astype(np.float64)))
+            decision = play_on(points, Decision(n2), prior)
             return dataclasses.replace(decision, note="pass avoided: playing on")
     if decision is not None:
         return decision
     decision = search()
     if decision.move == n2 and not pass_ok:
-        return dataclasses.replace(play_on(candidates, decision, prior or (lambda: candidates.astype(np.float64))),
-                                   note="pass avoided: playing on")
+        return dataclasses.replace(play_on(candidates, decision, prior), note="pass avoided: playing on")
     if decision.move != n2 or not candidates[:-1].any() or cleanup:
         return decision  # cleaning up: no dead stone is left, so the pass stands
     if players.last_was_pass(state):
@@ -189,7 +189,6 @@ def choose(state: board.GoState, color: int, candidates: np.ndarray, search: Cal
         # one reads an unsettled group against us: play on. The search
         # scores two passes by Tromp-Taylor as the board stands, so a dead
         # stone in our area can make it pass here.
-        prior = prior or (lambda: candidates.astype(np.float64))
         if judge(state)[0] * color <= 0:
             return play_on(candidates, decision, prior)
         if board.area_score(state) * color <= 0:

@@ -613,15 +613,13 @@ class MctsPlayer:
         ``allowed`` (bool [A]): the only root moves searched, in a tree of
         their own (none reused, none kept)."""
         t0 = time.perf_counter()
-        if allowed is not None:
-            self.tree = None
         visits = max_visits
         if visits is None:
             visits = DEFAULT_VISITS if self.visits is None else self.visits
         if (max_seconds is not None and self.tree is not None
                 and self.tree.num_nodes * ADVANCE_SECONDS_PER_NODE > REUSE_SHARE * max_seconds):
             self.tree = None
-        tree = self._reused_tree(state)
+        tree = self._reused_tree(state) if allowed is None else None
         if max_seconds is not None:
             max_seconds = max(max_seconds - (time.perf_counter() - t0), 0.0)
         out = search(state, self.evaluate_fn, self.params, rng, max_visits=visits, max_seconds=max_seconds,
