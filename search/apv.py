@@ -471,8 +471,6 @@ class ApvView:
     """What the GTP analysis commands read of a search tree
     (``search.tree.Tree``'s names), over an ``ApvTree``."""
 
-    raw_root_prior = None
-
     def __init__(self, tree: K.ApvTree, root_state: GoState, lam: float):
         self.tree, self.root_state, self.lam = tree, root_state, lam
         self.children_prior = tree.children_prior
@@ -482,6 +480,11 @@ class ApvView:
     @property
     def num_nodes(self) -> int:
         return int(self.tree.counter[0])
+
+    @property
+    def clean_root_prior(self) -> np.ndarray:
+        """The root's priors: a search puts its noise's clean priors back when it ends."""
+        return self.children_prior[0]
 
     def value(self, node: int = 0) -> float:
         return float(K.node_q(self.tree, node, self.lam))

@@ -537,7 +537,7 @@ def run_mcts(
 
     visits = tree.children_visits[0].astype(np.float64)
     total = visits.sum()
-    prior = tree.raw_root_prior if tree.raw_root_prior is not None else tree.children_prior[0]
+    prior = tree.clean_root_prior
     if total > 0:
         visit_probs = (visits / total).astype(np.float32)
     else:

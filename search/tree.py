@@ -143,12 +143,17 @@ class Tree:
                 break
         return pv
 
+    @property
+    def clean_root_prior(self) -> np.ndarray:
+        """The root's priors before this move's noise (what ties and reports read)."""
+        return self.raw_root_prior if self.raw_root_prior is not None else self.children_prior[0]
+
     def root_analysis(self, min_visits: int = 1, pv_len: int = 16) -> list[dict]:
         """Per visited root move (most visits first): move, visits, q (root
         player's view, [-1, 1]), winrate (0..1), prior (raw, before noise),
         lcb (winrate lower bound), pv, pv_visits (the visits of the node each
         pv move leads to). What ``lz-analyze`` and ``kata-analyze`` print."""
-        prior = self.raw_root_prior if self.raw_root_prior is not None else self.children_prior[0]
+        prior = self.clean_root_prior
 
         def line(a):
             child = int(self.children_index[0, a])

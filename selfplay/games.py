@@ -324,7 +324,7 @@ def play_mcts_games(
             if cand.any():
                 out = me.run(state, rng)
                 t = out.tree
-                prior = t.children_prior[0] if t.raw_root_prior is None else t.raw_root_prior  # ties: not the noise
+                prior = t.clean_root_prior  # ties: not the noise
                 move = choose_move(t.children_visits[0], prior, cand,
                                    me.search_params.temperature_at(len(played)), rng)
             else:

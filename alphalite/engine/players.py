@@ -635,8 +635,7 @@ class MctsPlayer:
         out = self.run(state, rng, max_visits=cap, max_seconds=budget, callback=callback, allowed=allowed)
         tree = out.tree
         visits = tree.children_visits[0]
-        prior = tree.children_prior[0] if tree.raw_root_prior is None else tree.raw_root_prior  # not the noise
-        move, note = settle(state, int(out.action), visits, prior, candidates,
+        move, note = settle(state, int(out.action), visits, tree.clean_root_prior, candidates,
                             self.search_params.temperature_at(state.move_number), rng)
         return Decision(move, winrate=0.5 * (out.root_value + 1.0), visits=int(visits.sum()),
                         analysis=tree.root_analysis(), note=note)

@@ -208,7 +208,7 @@ class AnalyzeCommands:
         rows = tree.root_analysis()
         if len(rows) < req.min_moves:
             seen = {r["move"] for r in rows}
-            prior = tree.raw_root_prior if tree.raw_root_prior is not None else tree.children_prior[0]
+            prior = tree.clean_root_prior
             q, wr = tree.value(0), 0.5 * (tree.winrate_value(0) + 1.0)
             for a in np.argsort(-prior, kind="stable"):
                 if len(rows) >= req.min_moves:
