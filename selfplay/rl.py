@@ -81,27 +81,34 @@ class RLConfig:
     max_minutes: float = field(0.0, "stop after this many minutes (0 = no limit)")
     seed: int = field(0, "seed of games and sampling")
 
+    def __post_init__(self):
+        finite = config_lib.finite
+        config_lib.require(self, (
+            ("iterations", self.iterations >= 1, ">= 1"),
+            ("games_per_iteration", self.games_per_iteration >= 2 and self.games_per_iteration % 2 == 0,
+             "even and >= 2"),
+            ("games_per_iteration", self.baseline != "colour" or self.games_per_iteration >= 4,
+             ">= 4 with --baseline colour (one game a colour leaves every advantage 0; or use --baseline mean)"),
+            ("learning_rate", finite(self.learning_rate) and self.learning_rate > 0, "> 0"),
+            ("momentum", finite(self.momentum) and 0 <= self.momentum < 1, "in [0, 1)"),
+            ("grad_clip", finite(self.grad_clip) and self.grad_clip >= 0, ">= 0 (0: off)"),
+            ("temperature", finite(self.temperature) and self.temperature > 0,
+             "> 0 (training games sample their moves)"),
+            ("train_positions", self.train_positions >= 0, ">= 0 (0: all of them)"),
+            ("micro_batch", self.micro_batch >= 1, ">= 1"),
+            ("pool_every", self.pool_every >= 1, ">= 1"),
+            ("eval_every", self.eval_every >= 1, ">= 1"),
+            ("eval_games", self.eval_games >= 0 and self.eval_games % 2 == 0, "even and >= 0"),
+            ("eval_temperature", finite(self.eval_temperature) and self.eval_temperature >= 0, ">= 0 (0: argmax)"),
+            ("komi", finite(self.komi), "a finite number"),
+            ("max_moves", self.max_moves >= 0, ">= 0 (0: the board's default)"),
+            ("max_minutes", finite(self.max_minutes) and self.max_minutes >= 0, ">= 0 (0: no limit)"),
+            ("seed", self.seed >= 0, ">= 0")))
+
 
 # Fields a resumed run may change; the rest must match config.json.
 RESUMABLE_OVERRIDES = ("iterations", "max_minutes", "eval_every", "keep_games", "micro_batch",
                        "train_positions")
-
-
-def check_config(cfg: RLConfig) -> None:
-    if cfg.games_per_iteration < 2 or cfg.games_per_iteration % 2:
-        raise ValueError(f"games_per_iteration must be even and >= 2, got {cfg.games_per_iteration}")
-    if cfg.baseline == "colour" and cfg.games_per_iteration < 4:
-        raise ValueError("the colour baseline needs games_per_iteration >= 4: with one game a colour every "
-                         "advantage is 0 and nothing is learnt (or use --baseline mean)")
-    if cfg.eval_games < 0 or cfg.eval_games % 2:
-        raise ValueError(f"eval_games must be even and >= 0, got {cfg.eval_games}")
-    for name in ("iterations", "pool_every", "eval_every", "micro_batch"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.temperature <= 0:
-        raise ValueError("temperature must be > 0 (training games sample their moves)")
-    if cfg.learning_rate <= 0:
-        raise ValueError("learning_rate must be > 0")
 
 
 # ---------------------------------------------------------------- gradient
@@ -268,7 +275,6 @@ def train_rl(cfg: RLConfig, workdir: str | Path, *, progress: bool = True) -> di
     from selfplay import records
     from selfplay.games import NetPlayer, play_policy_games
 
-    check_config(cfg)
     workdir = Path(workdir)
     _check_resume(cfg, workdir)
     info, sl_vars = _load_init(cfg.init)

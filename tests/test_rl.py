@@ -125,15 +125,28 @@ def test_a_non_finite_update_stops_the_run_unapplied(tmp_path):
 
 
 def test_bad_config_is_one_line(tmp_path):
-    with pytest.raises(ValueError, match="even"):
-        rl.check_config(rl.RLConfig(games_per_iteration=3))
+    with pytest.raises(ValueError, match="--games-per-iteration must be even and >= 2, got 3"):
+        rl.RLConfig(games_per_iteration=3)
     # one game a colour: the colour baseline leaves every advantage 0
     assert not rl.advantages(np.array([1.0, -1.0]), np.array([True, False]), "colour").any()
-    with pytest.raises(ValueError, match="colour baseline needs games_per_iteration >= 4"):
-        rl.check_config(rl.RLConfig(games_per_iteration=2))
-    rl.check_config(rl.RLConfig(games_per_iteration=2, baseline="mean"))
+    with pytest.raises(ValueError, match="--games-per-iteration must be >= 4 with --baseline colour"):
+        rl.RLConfig(games_per_iteration=2)
+    rl.RLConfig(games_per_iteration=2, baseline="mean")
     with pytest.raises(Exception, match="not found"):
         rl.train_rl(rl.RLConfig(init=str(tmp_path / "nope")), tmp_path / "run", progress=False)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.0, -1e-4])
+def test_learning_rate_must_be_finite_and_positive(bad):
+    # NaN compares false with everything: "<= 0" alone let it through
+    with pytest.raises(ValueError, match="--learning-rate must be > 0"):
+        rl.RLConfig(learning_rate=bad)
+
+
+def test_non_finite_floats_are_refused_through_the_config_file_path():
+    for key in ("temperature", "komi", "grad_clip", "max_minutes", "eval_temperature", "momentum"):
+        with pytest.raises(ValueError, match="--" + key.replace("_", "-")):
+            config_lib.from_dict(rl.RLConfig, {key: float("nan")})
 
 
 def _abstract_state(sl):
