@@ -191,7 +191,7 @@ def _params(workdir):
     return out.state, out.meta
 
 
-def test_a_resumed_run_keeps_the_best_its_last_evaluation_found(sample_data, tmp_path, monkeypatch):
+def test_a_resumed_run_keeps_the_best_its_last_evaluation_found(sample_data, tmp_path, monkeypatch, capsys):
     """The last checkpoint is written before a run's last evaluation; a new
     best found there must still hold when the run is resumed (a worse later
     evaluation replaced it in best/)."""
@@ -207,8 +207,41 @@ def test_a_resumed_run_keeps_the_best_its_last_evaluation_found(sample_data, tmp
         return {**real(*args, **kwargs), "top1": 0.0}
 
     monkeypatch.setattr(train, "evaluate", worse)
+    capsys.readouterr()
     train.train_and_evaluate(dataclasses.replace(cfg, total_steps=5), run, progress=False)
     assert checkpoint.manager(run / "best").latest_step() == 3
+    # the longer run stretches the cosine schedule: the resume says what that does to the rate
+    assert "--total-steps 3 -> 5: the cosine schedule now spans 5 steps" in capsys.readouterr().out
+
+
+def test_schedule_note_gives_the_rate_before_and_after_a_new_total():
+    cfg = train.SLConfig(learning_rate=0.1, schedule="cosine", warmup_steps=10, total_steps=200)
+    _, schedule = train.make_optimizer(cfg)
+    note = train._schedule_note(cfg, schedule, 100, 100)
+    # the old schedule's last step was near its end (1% of the rate); the new one is half way down
+    assert note.endswith(f"goes from 0.00103 to {float(schedule(100)):.3g}") and float(schedule(100)) > 0.04
+    assert train._schedule_note(cfg, schedule, 200, 100) == ""
+    const = dataclasses.replace(cfg, schedule="constant")
+    assert train._schedule_note(const, train.make_optimizer(const)[1], 100, 100) == ""
+
+
+def test_validation_scores_the_masked_policy_when_training_is_unmasked(sample_data, tmp_path, monkeypatch):
+    """--masked false changes the training loss only: the in-training top-1
+    and NLL are measured as eval-policy measures them, illegal points out."""
+    seen = []
+    real = train.evaluate
+
+    def check(predict, variables, batches, *args, **kwargs):
+        batch = next(iter(batches))
+        logp = np.asarray(predict(variables, batch["planes"], batch["legal"]))
+        seen.append(float(logp[~batch["legal"]].max()))
+        return real(predict, variables, [batch], *args, **kwargs)
+
+    monkeypatch.setattr(train, "evaluate", check)
+    cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=2, eval_every=2,
+                         eval_positions=64, checkpoint_every=2, log_every=2, masked=False)
+    train.train_and_evaluate(cfg, tmp_path / "run", progress=False)
+    assert seen and max(seen) < -1e8
 
 
 @pytest.mark.slow

@@ -257,13 +257,29 @@ def evaluate(predict, variables, batches, num_actions: int, max_positions: int =
     return stats.result()
 
 
-def _check_resume(cfg: SLConfig, workdir: Path) -> None:
+def _check_resume(cfg: SLConfig, workdir: Path) -> int:
+    """Refuses a resume whose config differs outside RESUMABLE_OVERRIDES;
+    returns the saved run's total_steps."""
     saved = json.loads((workdir / "config.json").read_text())
-    diff = config_lib.changed_fields(cfg, saved.get("sl", saved), keep=RESUMABLE_OVERRIDES,
+    saved = saved.get("sl", saved)
+    diff = config_lib.changed_fields(cfg, saved, keep=RESUMABLE_OVERRIDES,
                                      legacy=LEGACY_VALUES)
     if diff:
         raise ValueError(f"{workdir} holds a run with a different config ({', '.join(diff)}); "
                          "use another --workdir or the same settings")
+    return int(saved.get("total_steps", cfg.total_steps))
+
+
+def _schedule_note(cfg: SLConfig, schedule, old_total: int, step: int) -> str:
+    """The line a resume prints when a new --total-steps reshapes the run's
+    learning-rate schedule (it is a function of total_steps), "" if not."""
+    if old_total == cfg.total_steps or cfg.schedule == "constant" or step >= cfg.total_steps:
+        return ""
+    old_cfg = dataclasses.replace(cfg, total_steps=old_total)
+    before = float(make_optimizer(old_cfg)[1](max(step - 1, 0)))
+    after = float(schedule(step))
+    return (f"--total-steps {old_total} -> {cfg.total_steps}: the {cfg.schedule} schedule now spans "
+            f"{cfg.total_steps} steps; the learning rate at step {step} goes from {before:.3g} to {after:.3g}")
 
 
 def _start_afresh(workdir: Path) -> None:
@@ -392,12 +408,13 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         val_select = value_lib.position_filter(cfg.marked_only, validation=True, counted_only=cfg.heads_only)
     if is_pv:
         train_step = make_pv_train_step(cfg.masked, cfg.value_weight, aux)
-        predict_moves, batch_keys = make_predict(model, cfg.masked), ("moves", "legal") + value_keys
+        # validation scores the masked policy whatever the training loss (as eval-policy and the engine do)
+        predict_moves, batch_keys = make_predict(model), ("moves", "legal") + value_keys
     elif is_value:
         train_step = value_lib.make_aux_train_step() if aux else value_lib.make_train_step()
         batch_keys = value_keys
     else:
-        train_step, predict = make_train_step(cfg.masked), make_predict(model, cfg.masked)
+        train_step, predict = make_train_step(cfg.masked), make_predict(model)
         batch_keys, select, val_select = ("planes", "moves", "legal"), {}, {}
     train_games = dataset.load_games(cfg.data, "train", size)
     train_opts = dict(winner_only=cfg.winner_only, include_passes=cfg.include_passes, board_size=size,
@@ -416,8 +433,9 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     workdir.mkdir(parents=True, exist_ok=True)
     mgr = ckpt.manager(workdir / "ckpt", max_to_keep=3)
     best_mgr = ckpt.manager(workdir / "best", max_to_keep=1)
+    old_total = cfg.total_steps
     if mgr.latest_step() is not None and (workdir / "config.json").exists():
-        _check_resume(cfg, workdir)
+        old_total = _check_resume(cfg, workdir)
     # the best net: by validation MSE, top-1, (the winner fixed) ownership accuracy, or for a
     # policy-value net both its losses as it trains them (either head may have started fresh)
     best_key = ("best_val_ownership" if cfg.heads_only else "best_val_neg_pv_loss" if is_pv
@@ -432,6 +450,9 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
         if best is not None and best.get(best_key) is not None:
             meta[best_key] = max(meta[best_key], best[best_key])
         print(f"resumed {workdir} at step {meta['step']}", flush=True)
+        note = _schedule_note(cfg, schedule, old_total, int(meta["step"]))
+        if note:
+            print(note, flush=True)
     else:
         _start_afresh(workdir)
     files.write_json_atomic(workdir / "config.json", {**config_lib.to_dict(cfg), **info})
