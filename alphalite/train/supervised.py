@@ -102,6 +102,8 @@ class SLConfig:
 # Fields a resumed run may change; everything else must match config.json.
 RESUMABLE_OVERRIDES = ("total_steps", "max_minutes", "eval_every", "eval_positions",
                        "checkpoint_every", "log_every", "data", "loader_threads")
+
+
 def make_optimizer(cfg: SLConfig):
     import optax
 
