@@ -894,6 +894,28 @@ def is_eye(color, p, stone, W):
 
 
 @njit(cache=True)
+def joined_size(B, p, stone):
+    """Stones of the group ``stone`` at empty padded ``p`` would make, before
+    any capture: p and each distinct friendly neighbour group."""
+    head = B.head
+    W = B.meta[M_SIZE] + 2
+    size = 1
+    for i in range(4):
+        n = _nb(p, W, i)
+        if B.color[n] != stone:
+            continue
+        h = head[n]
+        for j in range(i):  # a group next to p twice counts once
+            m = _nb(p, W, j)
+            if B.color[m] == stone and head[m] == h:
+                h = -1
+                break
+        if h != -1:
+            size += B.gsize[h]
+    return size
+
+
+@njit(cache=True)
 def is_self_atari(B, p, stone, lone_ok):
     """True if ``stone`` at empty padded ``p`` leaves its group with one
     liberty (or none), counting the points of the stones it captures, so a
@@ -910,29 +932,18 @@ def is_self_atari(B, p, stone, lone_ok):
     W = B.meta[M_SIZE] + 2
     cap = -1  # the head of the one group p captures (two groups return early)
     friend = False
-    size = 1  # stones of the group p makes
-    h0 = h1 = h2 = -1  # the friendly groups counted so far
     for i in range(4):
         n = _nb(p, W, i)
         c = color[n]
         if c == stone:
             friend = True
-            h = head[n]
-            if libs[h] >= 3:  # two liberties besides p
+            if libs[head[n]] >= 3:  # two liberties besides p
                 return False
-            if h != h0 and h != h1 and h != h2:
-                size += gsize[h]
-                if h0 == -1:
-                    h0 = h
-                elif h1 == -1:
-                    h1 = h
-                else:
-                    h2 = h
         elif c == -stone and libs[head[n]] == 1:
             if cap != -1 and head[n] != cap:
                 return False
             cap = head[n]
-    if cap != -1 and gsize[cap] >= 2 and gsize[cap] >= size:
+    if cap != -1 and gsize[cap] >= 2 and gsize[cap] >= joined_size(B, p, stone):
         return False
     lib = -1  # the one liberty found so far
     q = p  # walk p, then the stones of each friendly neighbour group

@@ -34,6 +34,7 @@ from alphalite.go.board import (
     Board,
     copy_board,
     is_eye,
+    joined_size,
     maybe_seen,
     play_flat,
     zobrist_index,
@@ -309,18 +310,7 @@ def move_facts(B, scratch, p, me, out):
     libs = B.libs
     head = B.head
     if scratch.color[p] == EMPTY:  # a suicide (rules that allow it): no liberty, the group's stones lost
-        out[3] = 1
-        for d in (-W, -1, 1, W):
-            n = p + d
-            if color[n] == me:
-                seen = False
-                for e in (-W, -1, 1, W):
-                    if e == d:
-                        break
-                    if color[p + e] == me and head[p + e] == head[n]:
-                        seen = True
-                if not seen:
-                    out[3] += B.gsize[head[n]]
+        out[3] = joined_size(B, p, me)
         return 1
     h = scratch.head[p]
     out[2] = scratch.libs[h]
