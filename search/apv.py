@@ -42,7 +42,7 @@ import numpy as np
 
 from alphalite.go.board import GoState, board_at, copy_board, default_max_moves, legal_mask, stacked
 from search import apv_kernels as K
-from search.params import SearchParams
+from search.params import SearchParams, mix_root_noise
 from search.tree import analysis_rows
 
 # a path is cut (valued by a rollout without expanding) this deep
@@ -349,11 +349,10 @@ class _Run:
         the clean priors, or None without noise."""
         sp, tree = self.s.sp, self.tree
         idx = np.flatnonzero(tree.children_legal[0])
-        if not (sp.dirichlet_alpha > 0 and sp.dirichlet_fraction > 0 and idx.size):
+        if not (sp.root_noise and idx.size):
             return None
         clean = tree.children_prior[0].copy()
-        noise = self.s.seeds.dirichlet(np.full(idx.size, float(sp.dirichlet_alpha)))
-        tree.children_prior[0, idx] = (1.0 - sp.dirichlet_fraction) * clean[idx] + sp.dirichlet_fraction * noise
+        tree.children_prior[0, idx] = mix_root_noise(clean[idx], sp, self.s.seeds)
         return clean
 
     def _evaluate_now(self):

@@ -112,7 +112,7 @@ from alphalite.go.board import (
     stacked,
 )
 from alphalite.runtime.kernels import njit
-from search.params import SearchParams
+from search.params import SearchParams, mix_root_noise
 from search.tree import Tree, TreeArrays, advance, choose_move
 
 __all__ = ["Leaves", "SearchOutput", "run_mcts", "advance", "Tree"]
@@ -500,13 +500,10 @@ def run_mcts(
     if new_noise and tree.raw_root_prior is not None:
         tree.children_prior[0] = tree.raw_root_prior
         tree.raw_root_prior = None
-    if new_noise and sp.dirichlet_alpha > 0 and sp.dirichlet_fraction > 0:
-        legal = tree.children_legal[0]
-        idx = np.flatnonzero(legal)
-        noise = gen.dirichlet(np.full(idx.size, float(sp.dirichlet_alpha)))
+    if new_noise and sp.root_noise:
+        idx = np.flatnonzero(tree.children_legal[0])
         tree.raw_root_prior = tree.children_prior[0].copy()
-        p = tree.children_prior[0]
-        p[idx] = (1.0 - sp.dirichlet_fraction) * p[idx] + sp.dirichlet_fraction * noise
+        tree.children_prior[0, idx] = mix_root_noise(tree.raw_root_prior[idx], sp, gen)
 
     t_end = None if max_seconds is None else time.perf_counter() + float(max_seconds)
     done = 0

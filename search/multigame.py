@@ -74,7 +74,7 @@ from alphalite.runtime.kernels import njit
 from search.apv_kernels import set_priors
 from search.gumbel import considered_table, improved_policy, interior_action, legal_count, root_action
 from search.mcts import puct_pick
-from search.params import SearchParams
+from search.params import SearchParams, mix_root_noise
 from search.tree import TreeArrays, choose_move, tree_arrays
 
 KIND_NONE, KIND_NEW, KIND_TERMINAL, KIND_CACHED = -1, 0, 1, 2
@@ -446,14 +446,12 @@ class MultiSearch:
         clean priors by root node (empty without noise)."""
         sp = self.params.puct
         clean = {}
-        if sp.dirichlet_alpha <= 0 or sp.dirichlet_fraction <= 0:
+        if not sp.root_noise:
             return clean
         for r in self._roots(live):
             idx = np.flatnonzero(self.tree.children_legal[r])
-            noise = gen.dirichlet(np.full(idx.size, float(sp.dirichlet_alpha)))
-            prior = self.tree.children_prior[r]
-            clean[int(r)] = prior.copy()
-            prior[idx] = (1.0 - sp.dirichlet_fraction) * prior[idx] + sp.dirichlet_fraction * noise
+            clean[int(r)] = self.tree.children_prior[r].copy()
+            self.tree.children_prior[r, idx] = mix_root_noise(clean[int(r)][idx], sp, gen)
         return clean
 
     def _finish_puct(self, live, gen, targets, actions, root_values, clean):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from alphalite.runtime.config import field, finite, require
 
 
@@ -69,6 +71,11 @@ class SearchParams:
                 ("own_territory", self.own_territory in OWN_TERRITORY, f"one of {', '.join(OWN_TERRITORY)}")))
 
     @property
+    def root_noise(self) -> bool:
+        """Whether each search mixes Dirichlet noise into the root's priors."""
+        return self.dirichlet_alpha > 0 and self.dirichlet_fraction > 0
+
+    @property
     def root_fpu(self) -> float:
         """The FPU reduction at the root."""
         return self.fpu_reduction if self.root_fpu_reduction < 0 else self.root_fpu_reduction
@@ -97,3 +104,12 @@ class SearchParams:
         if self.temperature_moves and move_number >= self.temperature_moves:
             return 0.0
         return self.temperature
+
+
+def mix_root_noise(prior: np.ndarray, sp: SearchParams, gen: np.random.Generator) -> np.ndarray:
+    """The root's noisy priors ``(1 - dirichlet_fraction) * prior +
+    dirichlet_fraction * Dir(dirichlet_alpha)`` from its clean ones over the
+    legal moves (``prior`` [L]), one draw of ``gen``. Every search (mcts,
+    multigame, apv) draws its root noise here and writes it into its own tree."""
+    noise = gen.dirichlet(np.full(len(prior), float(sp.dirichlet_alpha)))
+    return (1.0 - sp.dirichlet_fraction) * prior + sp.dirichlet_fraction * noise

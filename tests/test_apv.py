@@ -535,6 +535,21 @@ def test_root_noise_lasts_one_search(policies):
     assert np.abs(again[0] - noisy).max() > 0.01
 
 
+def test_apv_draws_its_root_noise_in_one_home(policies, monkeypatch):
+    from search import apv
+    from tests.test_search import spy_root_noise
+
+    calls = spy_root_noise(monkeypatch, apv)
+    sp = SearchParams(dirichlet_alpha=0.3, dirichlet_fraction=0.5, lam=0.0)
+    seen = []
+    out = make(flat_net(), policies, 9, synchronous=True, search_params=sp).run(
+        board.new_game(9, 7.0), max_sims=50, callback=lambda o: seen.append(o.tree.children_prior[0].copy()) and False)
+    idx = np.flatnonzero(out.tree.children_legal[0])
+    (clean, mixed), = calls
+    np.testing.assert_array_equal(seen[0][idx], mixed.astype(np.float32))
+    np.testing.assert_array_equal(out.tree.children_prior[0, idx], clean)
+
+
 def test_without_a_network_the_pattern_policies_alone_search(policies):
     state = board.parse_diagram(CAPTURE, komi=12.5)
     with pytest.raises(ValueError, match="lambda must be 0"):

@@ -309,6 +309,65 @@ def test_dirichlet_noise_changes_root_priors():
     np.testing.assert_allclose(out3.tree.children_prior[0], raw)
 
 
+def test_root_noise_mixes_one_dirichlet_draw_into_the_clean_priors():
+    from search.params import mix_root_noise
+
+    prior = np.array([0.5, 0.25, 0.125, 0.125])
+    sp = SearchParams(dirichlet_alpha=0.3, dirichlet_fraction=0.25)
+    noise = rng(5).dirichlet(np.full(4, 0.3))
+    np.testing.assert_array_equal(mix_root_noise(prior, sp, rng(5)), 0.75 * prior + 0.25 * noise)
+    np.testing.assert_allclose(mix_root_noise(prior, sp, rng(5)).sum(), 1.0)
+    assert not SearchParams().root_noise and not SearchParams(dirichlet_alpha=0.3, dirichlet_fraction=0).root_noise
+
+
+def spy_root_noise(monkeypatch, module):
+    """Record each (clean prior, mixed prior) of ``module``'s root noise."""
+    from search import params
+
+    calls = []
+
+    def spy(prior, sp, gen):
+        out = params.mix_root_noise(prior, sp, gen)
+        calls.append((prior.copy(), out))
+        return out
+
+    monkeypatch.setattr(module, "mix_root_noise", spy)
+    return calls
+
+
+def test_mcts_and_multigame_draw_their_root_noise_in_one_home(monkeypatch):
+    from search import mcts, multigame
+
+    calls = spy_root_noise(monkeypatch, mcts)
+    sp = SearchParams(batch_size=8, dirichlet_alpha=0.3)
+    out = run_mcts(None, rng(11), board.new_game(5, 0.5), uniform_evaluator(), num_simulations=16, search_params=sp)
+    idx = np.flatnonzero(out.tree.children_legal[0])
+    (clean, mixed), = calls
+    np.testing.assert_array_equal(clean, out.tree.raw_root_prior[idx])
+    np.testing.assert_array_equal(out.tree.children_prior[0, idx], mixed.astype(np.float32))
+
+    calls = spy_root_noise(monkeypatch, multigame)
+    ms = multigame.MultiSearch(3, 5, 0.5, multigame.MultiParams(num_simulations=4, root="puct", puct=sp))
+    seen = {}
+
+    def net(params, planes, legal):
+        return legal.astype(np.float32), np.zeros(len(planes), np.float32)
+
+    real_finish = ms._finish_puct
+
+    def finish(live, gen, targets, actions, root_values, clean):  # the roots' priors while they searched
+        seen.update({r: ms.tree.children_prior[r].copy() for r in clean})
+        return real_finish(live, gen, targets, actions, root_values, clean)
+
+    monkeypatch.setattr(ms, "_finish_puct", finish)
+    ms.search(net, None, np.array([True, False, True]), rng(3))
+    assert len(calls) == 2 and sorted(seen) == [0, 2 * ms.per_game]
+    for (clean, mixed), r in zip(calls, sorted(seen)):
+        idx = np.flatnonzero(ms.tree.children_legal[r])
+        np.testing.assert_array_equal(seen[r][idx], mixed.astype(np.float32))
+        np.testing.assert_array_equal(ms.tree.children_prior[r, idx], clean)  # clean again after the move
+
+
 def test_one_noise_draw_for_the_whole_move():
     """The engine searches a move in chunks (64, 64, 128, ...): every chunk
     goes on under the root noise the first drew (AlphaZero's one sample a
