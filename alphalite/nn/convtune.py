@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from alphalite.runtime import files
+from alphalite.runtime import cpu, files
 
 METHODS = ("xla", "winograd")  # preference order: ties go to the first
 MARGIN = 0.05  # a later method must be 5% faster to be chosen
@@ -88,20 +88,10 @@ def host_key() -> str:
 
     from alphalite.nn import native
 
-    model, flags = "unknown cpu", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model == "unknown cpu":
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith(("flags", "Features")) and not flags:
-                flags = line.split(":", 1)[1].strip()
-    except OSError:
-        import platform
-
-        model = platform.processor() or platform.machine()
-    cpu = f"{model} #{hashlib.sha256(flags.encode()).hexdigest()[:8]}"
+    flags = " ".join(sorted(cpu.flags()))
+    chip = f"{cpu.name()} #{hashlib.sha256(flags.encode()).hexdigest()[:8]}"
     xla = os.environ.get("XLA_FLAGS", "").strip()
-    return (f"{cpu} | jax {jax.__version__} jaxlib {jaxlib.__version__} | {jax.default_backend()} | XLA_FLAGS={xla}"
+    return (f"{chip} | jax {jax.__version__} jaxlib {jaxlib.__version__} | {jax.default_backend()} | XLA_FLAGS={xla}"
             f" | native {native.kernel_id()}")
 
 

@@ -47,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from alphalite.runtime import cpu
+
 # Only the convolutions, where the time goes. Quantized, the heads' dense
 # layers clip their outputs at the calibration's range: value9 said 0.57 in
 # a position it calls won at 0.99996 in fp32 (tests/test_gtp.py's resign test).
@@ -82,24 +84,16 @@ def cache_dir() -> Path:
 INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm")
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags, from the cpuinfo lines ``native.cpu_id`` reads (none where it has none)."""
-    from alphalite.nn import native
-
-    return {f for ln in native.cpu_id().splitlines() if ln.startswith(("flags", "Features"))
-            for f in ln.split(":", 1)[1].split()}
-
-
 def has_vnni() -> bool:
     """Whether ORT's int8 products run on VNNI here (reported by the benchmarks)."""
-    return bool({"avx512_vnni", "avx_vnni"} & cpu_flags())
+    return bool({"avx512_vnni", "avx_vnni"} & cpu.flags())
 
 
 def isa_tag() -> str:
     """The machine and its int8-relevant CPU features, as the cache key has them."""
     import platform
 
-    return " ".join([platform.machine(), *sorted(set(INT8_FLAGS) & cpu_flags())])
+    return " ".join([platform.machine(), *sorted(set(INT8_FLAGS) & cpu.flags())])
 
 
 def self_play_planes(run, size: int, preset: str, games: int = CALIB_GAMES, every: int = CALIB_EVERY,
