@@ -130,6 +130,25 @@ def test_commands_wait_for_the_warm_up_and_the_wait_is_charged():
 
 
 @pytest.mark.serial
+def test_a_new_board_size_warms_up_before_boardsize_answers():
+    """The player of a size not played yet is made and warmed up inside the
+    command that sets the size, so a genmove sent after its answer spends
+    its budget searching (after boardsize 9 the first move took 0.95 s of
+    a 0.75 s budget: the warm-up, begun in the background, was charged to it)."""
+    logs: list[str] = []
+    eng = _SlowWarmup(gtp.EngineConfig(engine="mcts", size=7, seed=1), log=logs.append)
+    assert eng.handle("time_settings 0 1 1").startswith("=")  # 0.75 s a move, after the start-up warm-up
+    t0 = time.perf_counter()
+    assert eng.handle("boardsize 8") == "=\n\n"
+    assert time.perf_counter() - t0 >= 1.0  # it carried the new size's (slow) warm-up
+    assert eng.handle("clear_board") == "=\n\n"
+    logs.clear()
+    assert eng.handle("genmove b").startswith("= ")
+    (_, took, budget), = _moves(logs)
+    assert budget == 0.75 and took < 0.75 + 0.15, logs
+
+
+@pytest.mark.serial
 def test_max_time_bounds_a_move_with_or_without_a_clock():
     logs: list[str] = []
     eng = _engine(logs, visits=10**6, max_time=0.3)

@@ -27,7 +27,6 @@ class CoreCommands:
         if not 2 <= n <= 25:
             raise GtpFailure("unacceptable size")
         self.game.reset(n)
-        self._start_warmup()
         return ""
 
     def cmd_clear_board(self):

@@ -24,7 +24,6 @@ class SgfCommands:
         except (OSError, ValueError) as e:  # the game before it stands
             self.log(f"{NAME}: cannot load {filename!r}: {e}")
             raise GtpFailure("cannot load file") from None
-        self._start_warmup()
         return ""
 
     def cmd_printsgf(self, filename=None):

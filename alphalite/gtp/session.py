@@ -6,7 +6,9 @@ player built on them, the warm-up, the random generator, vertices.
 Nets (``--checkpoint``, ``--value-checkpoint``): ``auto`` plays the shipped
 nets of the board size in play (``checkpoint.DEFAULT_NETS``; the policy
 engine's own where ``checkpoint.POLICY_ALONE_NETS`` names one), loaded and
-warmed up when a size is first played (``boardsize`` starts it); nets named
+warmed up when a size is first played, by the command that starts that game
+(``boardsize``, ``clear_board``, ``loadsgf``: no move's clock pays for it,
+as KataGo loads its net in ``boardsize``); nets named
 on the command line are loaded and checked before the first command is
 read, and a wrong one stops the engine. A named net replaces the shipped
 ones of its board size only; a net only plays the size it was trained on;
@@ -142,12 +144,14 @@ class Session:
         return self._game
 
     def _game_reset(self) -> None:
-        """What hangs on the old game goes with it."""
+        """What hangs on the old game goes with it; a board size not played
+        yet is warmed up now."""
         if self._judge is not None:
             self._judge.clear()
         self.resign_policy.reset()
         for p in self._players.values():
             p.forget()
+        self._warm_up_size()
 
     @property
     def size(self) -> int:
@@ -263,13 +267,13 @@ class Session:
             _freeze_heap()
             self._ready.set()
 
-    def _start_warmup(self):
-        """After a board size change: warm up that size's player (its nets
-        loaded, their functions compiled) in the background; the next
-        commands wait for it as they do at start-up."""
+    def _warm_up_size(self):
+        """A game on a board size not played yet: warm up its player (nets
+        loaded, their functions compiled) before the command that started
+        the game answers. In the background, a genmove sent after that
+        answer waited for it on its own clock (0.95 s of a 0.75 s budget)."""
         if self._warm and self.config.engine != "random" and self.size not in self._players:
-            self._ready.clear()
-            threading.Thread(target=self._warmup, name="gtp-warmup", daemon=True).start()
+            self._warmup()
 
     def _check_pattern_policies(self):
         """The pattern policies the engine uses are found and are pattern
