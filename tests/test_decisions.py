@@ -98,6 +98,20 @@ def test_pass_when_the_opponent_passed_and_the_game_is_won(judge):
     assert d.move == 3
 
 
+def test_a_players_own_pass_is_not_the_opponents(judge):
+    """Black passed and is asked to move again (``play b pass``, ``genmove
+    b``): no one passed to Black, so the won position's pass rule is not
+    asked; it read Black's own pass as White's and passed back."""
+    g = _game(pass_by=BLACK, diagram=SETTLED)  # White to move after Black's pass
+    st = with_to_play(g.state, BLACK)
+    assert not players.last_was_pass(st) and st.passes == 0
+    d = choose(st, BLACK, players.candidate_moves(st), _searched(3), judge)
+    assert d.move == 3
+    # White to move: Black's pass is pending, for the rules and for the search's board
+    st = with_to_play(g.state, WHITE)
+    assert players.last_was_pass(st) and st.passes == 1
+
+
 def test_no_game_ending_pass_that_loses(judge):
     st = _game(pass_by=BLACK, to_play=WHITE).state  # White to move, behind, after Black's pass
     assert st.to_play == WHITE

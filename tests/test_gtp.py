@@ -839,6 +839,21 @@ def test_engine_resigns_passes_and_cleans_up():
     assert eng.handle("genmove w") == "= pass\n\n"  # both eyes are suicide for white
 
 
+def test_a_players_own_pass_is_not_read_as_the_opponents():
+    """``play b pass`` then ``genmove b``: the pass was Black's own, so it
+    does not pass back as after White's (it did: "the opponent passed and
+    passing wins")."""
+    logs: list[str] = []
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=7, seed=1, komi=0.5), log=logs.append, warmup=False)
+    for i in range(1, 8):
+        eng.handle(f"play b d{i}")
+        eng.handle(f"play w e{i}")
+    assert eng.handle("play b pass") == "=\n\n"
+    assert re.fullmatch(r"= [FG][1-7]\n\n", eng.handle("genmove b")), logs[-1]
+    assert eng.handle("play w pass") == "=\n\n"
+    assert eng.handle("genmove b") == "= pass\n\n" and "the opponent passed" in logs[-1]
+
+
 def test_policy_engine_resigns_by_its_value_net():
     """Black owns 63 of 81 points with three eyes; White has one eyeless
     column. With the shipped 9x9 value net the policy engine, as White,

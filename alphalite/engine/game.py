@@ -22,7 +22,14 @@ from alphalite.go.board import BLACK, WHITE
 
 def with_to_play(state: board.GoState, color: int) -> board.GoState:
     """``state`` resumed (``players.resume``: play goes on after two passes)
-    with ``color`` to move (``board.with_to_play``)."""
+    with ``color`` to move (``board.with_to_play``). A pass that ``color``
+    made itself is no longer pending: a pass counts towards the game's end,
+    and for ``decisions`` as the opponent's pass, only while the other side
+    is to move (``play b pass`` then ``genmove b`` read it as White's)."""
+    if state.passes and state.to_play != color:  # the last move, a pass, was color's own
+        b = state.copy_tuple()
+        board.clear_passes(b)
+        state = board.GoState(state.size, state.komi, state.superko, state.suicide, b)
     return board.with_to_play(resume(state), color)
 
 

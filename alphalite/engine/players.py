@@ -272,6 +272,9 @@ def warm_up_rules(state: board.GoState) -> None:
 
 
 def last_was_pass(state: board.GoState) -> bool:
+    """Whether the opponent of the player to move just passed: a pending
+    pass is always the other side's (``game.with_to_play`` drops a
+    player's own when it is to move again)."""
     lm = state.last_moves
     return bool(lm) and lm[0] == state.size * state.size and state.passes >= 1
 
