@@ -67,6 +67,24 @@ def test_key_names_host_mode_layer_and_dtype():
     assert host.endswith(f"| native {native.kernel_id()}")  # a new kernel is timed afresh
 
 
+def test_key_changes_with_the_cores_and_the_winograd_code(tmp_path, monkeypatch):
+    """A choice measured on 2 cores is not the one for 16; a changed
+    winograd.py (or native kernel) runs at another speed."""
+    from alphalite.runtime import cpu
+
+    assert f"| {cpu.cores()} cores |" in convtune.host_key()
+    monkeypatch.setattr(cpu, "cores", lambda: 2)
+    base = convtune.host_key()
+    monkeypatch.setattr(cpu, "cores", lambda: 16)
+    sixteen = convtune.host_key()
+    assert "| 16 cores |" in sixteen and sixteen.replace("| 16 cores |", "| 2 cores |") == base
+    edited = tmp_path / "winograd.py"
+    edited.write_bytes(convtune.WINOGRAD_SOURCE.read_bytes() + b"# faster now\n")
+    monkeypatch.setattr(convtune, "WINOGRAD_SOURCE", edited)
+    assert convtune.host_key() != sixteen
+    assert len({TRAIN.key(h) for h in (base, sixteen, convtune.host_key())}) == 3
+
+
 @pytest.mark.parametrize("times, expected", [
     ({"xla": 0.010, "winograd": 0.030}, "xla"),  # the EPYC case of issue 18
     ({"xla": 0.030, "winograd": 0.010}, "winograd"),

@@ -4,6 +4,7 @@ Intel AVX-512 host, an AMD AVX2 host and an Arm host, and without the file
 
 from __future__ import annotations
 
+import os
 import platform
 
 import pytest
@@ -78,3 +79,7 @@ def test_the_caches_key_by_what_it_reads(tmp_path, monkeypatch):
         assert int8.isa_tag() == f"{platform.machine()} {tag}"
         assert int8.has_vnni() is vnni
         assert convtune.host_key().startswith(cpu.name() + " #")
+
+
+def test_cores_are_those_this_process_may_use():
+    assert 1 <= cpu.cores() <= (os.cpu_count() or 1)

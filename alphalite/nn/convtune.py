@@ -8,8 +8,9 @@ kernels per device, ``--conv auto`` times the candidates (``METHODS``) for
 the actual layer shape the first time it meets it, keeps the fastest, and
 stores it in a JSON file (``cache_file()``, under ``$ALPHALITE_CACHE``, else
 ``$XDG_CACHE_HOME/alphalite``, else ``~/.cache/alphalite``) keyed by
-``Shape.key()``: CPU model and flags, jax/jaxlib version, XLA_FLAGS, train or
-inference, ``[B, H, W, C_in] -> C_out`` and dtype. Later processes read the
+``Shape.key()``: CPU model and flags, cores, jax/jaxlib version, XLA_FLAGS,
+the Winograd code (winograd.py and the native kernels), train or inference,
+``[B, H, W, C_in] -> C_out`` and dtype. Later processes read the
 choice back.
 
 The measurement (``measure_conv``) compiles each method's forward pass (and
@@ -53,6 +54,7 @@ ROUNDS = 10  # best of: a burst of load from other processes spoils a round, not
 ROUND_S = 0.05  # timed seconds per method and round (at least one call)
 CACHE_NAME = "convtune.json"
 CACHE_VERSION = 2  # 2: small layers timed several to a call
+WINOGRAD_SOURCE = Path(__file__).with_name("winograd.py")  # its hash is in the key
 
 _tuning: dict[str, bool | None] = {"on": None}  # None: ALPHALITE_CONV_TUNE decides
 _memo: dict[tuple[str, str], str] = {}  # (cache file, key) -> method
@@ -80,9 +82,11 @@ class Shape:
 
 
 def host_key() -> str:
-    """CPU model (and a hash of its flags), jax and jaxlib versions, XLA_FLAGS,
-    and the native Winograd kernels in use (a hash of their source, or none):
-    a new kernel is timed afresh."""
+    """CPU model (and a hash of its flags), the cores this process may use,
+    jax and jaxlib versions, XLA_FLAGS, and the code timed: a hash of
+    winograd.py and of the native Winograd kernels in use (or none). A
+    choice measured on 2 cores is not the one for 16, and changed code is
+    timed afresh."""
     import jax
     import jaxlib
 
@@ -91,8 +95,9 @@ def host_key() -> str:
     flags = " ".join(sorted(cpu.flags()))
     chip = f"{cpu.name()} #{hashlib.sha256(flags.encode()).hexdigest()[:8]}"
     xla = os.environ.get("XLA_FLAGS", "").strip()
-    return (f"{chip} | jax {jax.__version__} jaxlib {jaxlib.__version__} | {jax.default_backend()} | XLA_FLAGS={xla}"
-            f" | native {native.kernel_id()}")
+    winograd = hashlib.sha256(WINOGRAD_SOURCE.read_bytes()).hexdigest()[:8]
+    return (f"{chip} | {cpu.cores()} cores | jax {jax.__version__} jaxlib {jaxlib.__version__} | "
+            f"{jax.default_backend()} | XLA_FLAGS={xla} | winograd {winograd} | native {native.kernel_id()}")
 
 
 def cache_file() -> Path:

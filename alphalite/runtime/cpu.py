@@ -11,6 +11,7 @@ keys by less, and no flag-gated kernel is chosen on a guess.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from pathlib import Path
 
@@ -63,3 +64,11 @@ def name() -> str:
 def flags() -> frozenset[str]:
     """The CPU's feature flags, e.g. ``avx2``, ``avx512_vnni``, ``asimddp`` (read once a process)."""
     return _host()[1]
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity: taskset, a
+    container's cpuset), as XLA's thread pool counts them."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
