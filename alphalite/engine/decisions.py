@@ -46,7 +46,7 @@ def playout_territory(state: board.GoState, playouts: int, seed: int, policy=Non
 
 
 class Judge:
-    """``judge(state) -> (score, dead points)``: the stones whose point
+    """``judge(state) -> (score, dead points)``: the chains that
     ``territory(state)`` gives to the opponent are dead
     (``players.dead_points``); the score is the area once they are off.
     ``territory`` is ``search(state, playouts)`` when given and it answers
