@@ -397,6 +397,21 @@ def test_loadsgf_replays_to_a_move_number_and_refuses_what_it_cannot_load_whole(
     assert len(eng.game.moves) == 1 and eng.state.komi == 5.5
 
 
+def test_loadsgf_without_komi_keeps_the_current_komi(tmp_path):
+    """Komi is the controller's: a record with KM sets it, one without
+    keeps what the controller set (it read as komi 0), as KataGo does."""
+    (tmp_path / "none.sgf").write_text("(;SZ[9];B[ee];W[cc])")
+    (tmp_path / "half.sgf").write_text("(;SZ[9]KM[0.5];B[ee])")
+    eng = gtp.Engine(gtp.EngineConfig(engine="random", size=19, komi=7.5), log=lambda m: None, warmup=False)
+    assert eng.handle("komi 6.5") == "=\n\n"
+    assert eng.handle(f"loadsgf {tmp_path / 'none.sgf'}") == "=\n\n"
+    assert (eng.size, eng.state.komi, len(eng.game.moves)) == (9, 6.5, 2)
+    assert "KM[6.5]" in eng.handle("printsgf")
+    assert eng.handle(f"loadsgf {tmp_path / 'half.sgf'}") == "=\n\n" and eng.state.komi == 0.5
+    assert eng.handle(f"loadsgf {tmp_path / 'none.sgf'} 2") == "=\n\n"
+    assert eng.state.komi == 0.5 and len(eng.game.moves) == 1
+
+
 def test_every_engine_counts_with_pattern_rollouts():
     """The policy and mcts engines settle dead stones as the apv engine
     does, by pattern rollouts (``--rollout-policy``): with uniform random

@@ -1,7 +1,10 @@
-"""SGF commands: ``loadsgf`` into the game record, ``printsgf`` from it."""
+"""SGF commands: ``loadsgf`` into the game record, ``printsgf`` from it.
+``loadsgf`` takes the record's komi (``KM``); without one the current komi
+stands (KataGo keeps its current rules' komi; GNU Go sets its own 5.5)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from alphalite.gtp.protocol import GtpFailure, parse_int
@@ -20,7 +23,10 @@ class SgfCommands:
                 raise OSError("not a regular file")
             with open(filename, "rb") as f:
                 data = f.read(16 << 20)
-            self.game.load(sgf.read_sgf(data), limit)
+            rec = sgf.read_sgf(data)
+            if not _states_komi(data):  # komi is the controller's: a record without KM keeps it, as KataGo's does
+                rec = dataclasses.replace(rec, komi=self.game.komi)
+            self.game.load(rec, limit)
         except (OSError, ValueError) as e:  # the game before it stands
             self.log(f"{NAME}: cannot load {filename!r}: {e}")
             raise GtpFailure("cannot load file") from None
@@ -44,3 +50,11 @@ class SgfCommands:
             self.log(f"{NAME}: cannot write {filename!r}: {e}")
             raise GtpFailure("cannot save file") from None
         return ""
+
+
+def _states_komi(data: bytes) -> bool:
+    """Whether the root of the file's first game (the one ``sgf.read_sgf``
+    reads, so the file parses) has a ``KM`` property."""
+    from sgfmill import sgf_grammar
+
+    return "KM" in sgf_grammar.parse_sgf_collection(data)[0].sequence[0]
