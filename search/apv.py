@@ -32,7 +32,6 @@ final owners.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
@@ -41,6 +40,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from alphalite.go.board import GoState, board_at, copy_board, default_max_moves, legal_mask, stacked
+from alphalite.runtime import cpu
 from search import apv_kernels as K
 from search.params import SearchParams, mix_root_noise
 from search.tree import analysis_rows
@@ -172,7 +172,7 @@ class ApvSearch:
         # search threads (one per core; the network thread runs beside them)
         # and the leaves each takes per kernel call (a few milliseconds of
         # rollouts; more leaves in flight means more virtual loss)
-        self.threads = 1 if synchronous else int(threads or len(os.sched_getaffinity(0)) or 1)
+        self.threads = 1 if synchronous else int(threads or cpu.cores())
         self.m = int(leaves_per_call or max(1, round(CHUNK_SECONDS / (2e-6 * size ** 3))))
         self.pol = K.Policies(tree_policy.tab, tree_policy.w, int(tree_policy.row), rollout_policy.rollout_tables())
         self.preset_id = int(preset_id)

@@ -30,7 +30,6 @@ import ctypes
 import functools
 import hashlib
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -41,6 +40,8 @@ import jax
 import jaxlib
 import jax.numpy as jnp
 from jax import lax
+
+from alphalite.runtime import cpu
 
 TARGET = "alphalite_tn"
 # FFI targets: the weight gradient's products, the forward convolution, the
@@ -57,11 +58,7 @@ def cache_dir() -> Path:
 
 def cpu_id() -> str:
     """What -march=native compiles for: the CPU model and its flags."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        return "\n".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags", "Features"))}))
-    except OSError:
-        return platform.processor() or platform.machine()
+    return "\n".join([cpu.name(), *sorted(cpu.flags())])
 
 
 def build(march: str = "native", source: Path = SOURCE) -> Path:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from alphalite.nn import nets
+from alphalite.runtime import cpu
 
 
 # ONNX Runtime runs convolutions in a blocked channel layout (NCHWc, 16
@@ -179,11 +180,10 @@ def fastest_runner(model, variables: dict, batch: int, rounds: int = 3, proto: b
     session per core, each on a slice (``split_runner``). Timed in
     interleaved rounds, best of ``rounds``, so a busy host picks what is
     fastest on it. Returns (``run(x) -> outputs``, label)."""
-    import os
     import time
 
     proto = to_onnx(model, variables).SerializeToString() if proto is None else proto
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = cpu.cores()
     runners = {"1 thread": session(model, variables, 1, False, proto)}
     if cores > 1:
         runners[f"{cores} threads"] = session(model, variables, cores, False, proto)
