@@ -94,6 +94,31 @@ def test_judging_before_the_search_comes_off_its_budget():
     assert budget == 0.75 and 0.5 <= logged < 0.75 + 0.15 and took < 0.75 + 0.15, (took, logs)
 
 
+@pytest.mark.serial
+def test_judging_after_a_pass_keeps_to_the_moves_budget():
+    """After the opponent's pass the judge's estimates (does passing win?)
+    take at most a share of the move's time left, and the move keeps to its
+    budget: at the end of absolute time (0.03 s a move) 20,000 judging
+    playouts took seconds (an apv judgement took 0.31 s on 19x19)."""
+    logs: list[str] = []
+    eng = gtp.Engine(gtp.EngineConfig(engine="mcts", size=9, seed=1, score_playouts=20000), log=logs.append,
+                     warmup=False)
+    for cmd in ("play b E5", "play w C3", "play b G7", "play w pass"):
+        assert eng.handle(cmd) == "=\n\n"
+    eng.judge.playouts = 16
+    assert eng.handle("reg_genmove b").startswith("= ")  # loads what a judged move runs (no clock)
+    eng.judge.playouts = 20000
+    eng.judge.clear()
+    eng.handle("time_settings 300 0 0")
+    eng.handle("time_left b 1 0")  # absolute time: 1 s left
+    logs.clear()
+    t0 = time.perf_counter()
+    assert eng.handle("genmove b").startswith("= ")
+    took = time.perf_counter() - t0
+    (_, logged, budget), = _moves(logs)
+    assert budget == 0.03 and logged < 0.03 + 0.15 and took < 0.03 + 0.15, (took, logs)
+
+
 class _SlowWarmup(gtp.Engine):
     def _warmup(self):
         time.sleep(1.0)

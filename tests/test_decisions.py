@@ -65,7 +65,7 @@ def test_the_judge_takes_the_search_estimate_when_there_is_one():
     st = _game().state
     asked = []
 
-    def search(state, n):  # an engine's own ownership: here it calls B4's stone alive
+    def search(state, n, seconds):  # an engine's own ownership: here it calls B4's stone alive
         asked.append(n)
         own = np.where(np.arange(49) % 7 < 4, 1.0, -1.0)
         own[B4] = -1.0
@@ -76,11 +76,11 @@ def test_the_judge_takes_the_search_estimate_when_there_is_one():
     assert asked == [32] and len(dead) == 0 and score == board.area_score(st)
     assert j.territory(st).margin == -3.0 and j.territory(st).stdev == 1.0 and asked == [32]  # cached
     # the same estimate with B4 Black's: the stone is dead, the score counts it off
-    j = Judge(32, search=lambda state, n: (np.where(np.arange(49) % 7 < 4, 1.0, -1.0), 6.5, 0.0))
+    j = Judge(32, search=lambda state, n, seconds: (np.where(np.arange(49) % 7 < 4, 1.0, -1.0), 6.5, 0.0))
     score, dead = j(st)
     assert score == 6.5 and list(dead) == [B4]
     # no estimate from the search (a size it cannot play): playouts; no playouts at all: no one is dead
-    j = Judge(128, search=lambda state, n: None)
+    j = Judge(128, search=lambda state, n, seconds: None)
     assert list(j(st)[1]) == [B4]
     j = Judge(0, search=search)
     assert len(j(st)[1]) == 0 and j.territory(st).margin == board.area_score(st) and asked == [32]
@@ -415,7 +415,7 @@ def test_no_game_ending_pass_while_our_group_is_unsettled():
     g.reset(start=board.parse_diagram(UNSETTLED, komi=7.0, to_play=BLACK))
     g.play(BLACK, 81)
     st = g.state
-    judge = Judge(32, search=lambda state, n: (UNSETTLED_OWN, -15.8, 29.6))
+    judge = Judge(32, search=lambda state, n, seconds: (UNSETTLED_OWN, -15.8, 29.6))
     score, dead = judge(st)
     assert board.area_score(st) < 0 and score == -35 and list(dead) == [coords.from_gtp("B9", 9)]
     assert not decisions.surely_won(st, WHITE, judge)
@@ -429,7 +429,7 @@ def test_no_game_ending_pass_while_our_group_is_unsettled():
     # the same estimate with White's four stones sure: the pass wins and is played
     own = UNSETTLED_OWN.copy()
     own[own == -0.45] = -0.9
-    sure = Judge(32, search=lambda state, n: (own, -15.8, 29.6))
+    sure = Judge(32, search=lambda state, n, seconds: (own, -15.8, 29.6))
     assert decisions.surely_won(st, WHITE, sure)
     d = choose(st, WHITE, cand, _no_search, sure)
     assert d.move == 81 and d.note == "the opponent passed and passing wins"
@@ -447,7 +447,7 @@ def test_our_pass_is_judged_with_the_opponent_to_move():
     sure = UNSETTLED_OWN.copy()
     sure[sure == -0.45] = -0.9
 
-    def search(state, n):  # White's four stones live only if White moves first
+    def search(state, n, seconds):  # White's four stones live only if White moves first
         return (sure if state.to_play == WHITE else UNSETTLED_OWN), -15.8, 29.6
 
     judge = Judge(32, search=search)
@@ -468,10 +468,34 @@ def test_a_seki_read_near_zero_is_not_dead():
     seki = [coords.from_gtp(v, 7) for v in ("E7", "E6", "E5")]  # Black's, in seki with C7-C6-C5-D5
     own = board.stones(st).ravel().astype(np.float64)  # every stone its own colour's
     own[seki] = -0.01
-    j = Judge(32, search=lambda state, n: (own.copy(), 2.5, 0.0))
+    j = Judge(32, search=lambda state, n, seconds: (own.copy(), 2.5, 0.0))
     score, dead = j(st)
     assert len(dead) == 0 and score == board.area_score(st)
     assert cleanup_move(st, WHITE, j) is None
     own[seki] = [-0.9, -0.8, -0.1]  # mean -0.6
-    j = Judge(32, search=lambda state, n: (own.copy(), 2.5, 0.0))
+    j = Judge(32, search=lambda state, n, seconds: (own.copy(), 2.5, 0.0))
     assert sorted(j(st)[1]) == sorted(seki)
+
+
+def test_a_judge_on_a_moves_clock_keeps_to_it_and_caches_no_cut_estimate():
+    """``Judge.within``: an estimate takes at most ``JUDGE_SHARE`` of the
+    time left (20,000 playouts would take seconds), and one cut short is
+    not cached, in the view or in the judge whose caches it shares; with
+    time enough it is the judge's own estimate. Cut playouts are the first
+    of the same seed's, a chunk at least."""
+    import time
+
+    st = _game().state
+    judge = Judge(20000, seed=0)
+    t0 = time.perf_counter()
+    cut = judge.within(lambda: 0.02).territory(st)
+    assert time.perf_counter() - t0 < 0.1 and cut.ownership.shape == (49,)
+    assert not judge._territories and not judge._cache
+    judge = Judge(64, seed=0)
+    ample = judge.within(lambda: 100.0).territory(st)
+    assert np.array_equal(ample.ownership, Judge(64, seed=0).territory(st).ownership)
+    assert len(judge._territories) == 1
+    whole = players.playout_outcomes(st, 40, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(whole, players.playout_outcomes(st, 40, 5, max_seconds=100.0)))
+    first = players.playout_outcomes(st, 40, 5, max_seconds=0.0)[2]
+    assert len(first) == players.PLAYOUT_CHUNK and np.array_equal(first, whole[2][:len(first)])

@@ -16,7 +16,9 @@ rollouts), else playouts.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import time
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -36,23 +38,29 @@ class Territory(NamedTuple):
     stdev: float  # its standard deviation over the playouts
 
 
-def playout_territory(state: board.GoState, playouts: int, seed: int, policy=None) -> Territory:
+def playout_territory(state: board.GoState, playouts: int, seed: int, policy=None,
+                      max_seconds: float | None = None) -> Territory:
     """``Territory`` over ``playouts`` playouts (``players.playout_outcomes``;
-    pattern rollouts with ``policy``, uniform random without), seeded by the
-    position and ``seed``: the same position, the same estimate."""
+    pattern rollouts with ``policy``, uniform random without; fewer when
+    ``max_seconds`` runs out), seeded by the position and ``seed``: the
+    same position, the same estimate."""
     black, white, margins = players.playout_outcomes(state, playouts, (state.hash ^ seed) & 0x7FFFFFFFFFFFFFFF,
-                                                     policy)
-    return Territory((black - white) / playouts, float(margins.mean()), float(margins.std()))
+                                                     policy, max_seconds)
+    return Territory((black - white) / len(margins), float(margins.mean()), float(margins.std()))
+
+
+JUDGE_SHARE = 0.5  # of a move's time still left, what one estimate may take: the search keeps the rest
 
 
 class Judge:
     """``judge(state) -> (score, dead points)``: the chains that
     ``territory(state)`` gives to the opponent are dead
     (``players.dead_points``); the score is the area once they are off.
-    ``territory`` is ``search(state, playouts)`` when given and it answers
-    (the engine's own search: ``ApvPlayer.territory``), else ``playouts``
-    playouts seeded by the position (pattern rollouts with ``policy``,
-    uniform random without). The last ``capacity`` positions are cached."""
+    ``territory`` is ``search(state, playouts, max_seconds)`` when given
+    and it answers (the engine's own search: ``ApvPlayer.territory``), else
+    ``playouts`` playouts seeded by the position (pattern rollouts with
+    ``policy``, uniform random without). The last ``capacity`` positions
+    are cached. ``within`` puts the estimates on a move's clock."""
 
     def __init__(self, playouts: int, seed: int = 0, capacity: int = 64, policy=None,
                  search: Callable | None = None):
@@ -63,20 +71,37 @@ class Judge:
         self.search = search
         self._cache: dict = {}
         self._territories: dict = {}
+        self.time_left: Callable[[], float | None] = lambda: None  # the move's clock (``within``); None: none
+
+    def within(self, time_left: Callable[[], float | None]) -> Judge:
+        """This judge, its caches shared, on a move's clock: an estimate
+        takes at most ``JUDGE_SHARE`` of ``time_left()`` (the move's seconds
+        left as it starts; None: no limit), and one that the limit cut short
+        is not cached. Unbounded, the estimates after the opponent's pass
+        took 0.31 s of a 0.03 s move at the end of absolute time (19x19)."""
+        view = copy.copy(self)
+        view.time_left = time_left
+        return view
 
     def territory(self, state: board.GoState) -> Territory:
         key = (state.hash, state.komi, state.move_number, state.to_play)
-        if key not in self._territories:
-            if len(self._territories) >= self.capacity:
-                self._territories.clear()
-            n = self.playouts
-            found = self.search(state, n) if self.search is not None and n > 0 else None
-            if found is None and n <= 0:  # no estimate: every stone lives, the board as it stands
-                found = (players.owners(state).astype(np.float64), board.area_score(state), 0.0)
-            elif found is None:
-                found = playout_territory(state, n, self.seed, self.policy)
-            self._territories[key] = Territory(*found)
-        return self._territories[key]
+        if key in self._territories:
+            return self._territories[key]
+        if len(self._territories) >= self.capacity:
+            self._territories.clear()
+        n = self.playouts
+        left = self.time_left()
+        limit = None if left is None else JUDGE_SHARE * left
+        t0 = time.perf_counter()
+        found = self.search(state, n, limit) if self.search is not None and n > 0 else None
+        if found is None and n <= 0:  # no estimate: every stone lives, the board as it stands
+            found = (players.owners(state).astype(np.float64), board.area_score(state), 0.0)
+        elif found is None:
+            found = playout_territory(state, n, self.seed, self.policy, limit)
+        out = Territory(*found)
+        if limit is None or time.perf_counter() - t0 < limit:  # not cut short: the whole estimate
+            self._territories[key] = out
+        return out
 
     def __call__(self, state: board.GoState) -> tuple[float, np.ndarray]:
         key = (state.hash, state.komi, state.move_number, state.to_play)
@@ -84,7 +109,10 @@ class Judge:
             if len(self._cache) >= self.capacity:
                 self._cache.clear()
             dead = players.dead_points(state, self.territory(state).ownership)
-            self._cache[key] = (players.score_without(state, dead), dead)
+            judged = (players.score_without(state, dead), dead)
+            if key not in self._territories:  # cut short by the clock
+                return judged
+            self._cache[key] = judged
         return self._cache[key]
 
     def clear(self) -> None:

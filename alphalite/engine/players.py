@@ -81,14 +81,19 @@ def owners(state: board.GoState) -> np.ndarray:
     return out
 
 
+PLAYOUT_CHUNK = 8  # playouts between two looks at the clock (about 10 ms on 19x19)
+
+
 def playout_outcomes(state: board.GoState, num_playouts: int = 64, seed: int = 0,
-                     policy=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     policy=None, max_seconds: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(black, white, margins): ``black``/``white`` int64 [size*size] count
-    the playouts (of ``num_playouts``) in which each point ends owned by
-    black / by white; ``margins`` float64 [num_playouts] is each playout's
-    final Tromp-Taylor area, black minus white minus komi. ``policy``: a
-    pattern rollout policy (``search.rollout.PatternPolicy``) plays the
-    playouts; None: uniform random ones."""
+    the playouts in which each point ends owned by black / by white;
+    ``margins`` float64 [playouts] is each playout's final Tromp-Taylor
+    area, black minus white minus komi. ``num_playouts`` of them, or fewer
+    (at least ``PLAYOUT_CHUNK``) when ``max_seconds`` runs out first; the
+    same seed plays the same playouts either way. ``policy``: a pattern
+    rollout policy (``search.rollout.PatternPolicy``) plays the playouts;
+    None: uniform random ones."""
     from search.rollout import RolloutScratch
 
     n = state.size
@@ -105,8 +110,15 @@ def playout_outcomes(state: board.GoState, num_playouts: int = 64, seed: int = 0
     scratch = RolloutScratch().get(b, max_moves)
     rng = np.array([seed & 0x7FFFFFFFFFFFFFFF or 1], np.int64)
     rt = policy.rollout_tables() if policy is not None else UNIFORM
-    _ownership_counts(b, scratch, rng, num_playouts, max_moves, float(state.komi), black, white, margins, rt)
-    return black, white, margins
+    t_end = None if max_seconds is None else time.perf_counter() + max_seconds
+    chunk = np.zeros(PLAYOUT_CHUNK, np.float64)
+    done = 0
+    while done < num_playouts and (done == 0 or t_end is None or time.perf_counter() < t_end):
+        k = min(PLAYOUT_CHUNK, num_playouts - done)  # the rng goes on from chunk to chunk
+        _ownership_counts(b, scratch, rng, k, max_moves, float(state.komi), black, white, chunk, rt)
+        margins[done:done + k] = chunk[:k]
+        done += k
+    return black, white, margins[:done]
 
 
 def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0,
@@ -771,18 +783,19 @@ class ApvPlayer:
     def close(self):
         self.search.close()
 
-    def territory(self, state, rollouts: int):
+    def territory(self, state, rollouts: int, max_seconds: float | None = None):
         """The search's own view of the end of the game from ``state``:
         (ownership float64 [size*size], black +1; mean final area margin,
         black minus white minus komi; its spread), over the rollouts of the
         last search when that searched this position with at least
-        ``rollouts`` of them, else of a search of ``rollouts`` more now
-        (the next search of the position goes on with its tree). A finished
-        game is judged as if play went on."""
+        ``rollouts`` of them, else of a search of ``rollouts`` more now, or
+        fewer if ``max_seconds`` ends it first (the next search of the
+        position goes on with its tree). A finished game is judged as if
+        play went on."""
         state = resume(state)
         last, prev = self.last, self._prev
         if last is None or prev is None or last.rollouts < rollouts or moves_since(prev[0], state) != []:
-            self.run(state, max_visits=max(int(rollouts), 1))
+            self.run(state, max_visits=max(int(rollouts), 1), max_seconds=max_seconds)
             last = self.last
         return last.ownership.astype(np.float64), last.margin, last.margin_stdev
 

@@ -157,13 +157,15 @@ class CoreCommands:
             if hasattr(self._player(), "run"):  # a search (the others choose among the candidates)
                 kw["allowed"] = allowed
         rng = self._gen()
+
+        def left():  # the move's seconds left now (None: no clock)
+            return self._move_budget(color, state.move_number)[1]
+
         # the search gets what is left when it starts: the rules before it
-        # (judging the board after a pass) are charged to the move as well
+        # (judging the board after a pass, on the move's clock too) are charged to the move as well
         decision = decisions.choose(
-            state, color, cand,
-            lambda: self._player().genmove(state, cand, self._move_budget(color, state.move_number)[1], rng,
-                                           callback, **kw),
-            self.judge, cleanup=cleanup, prior=lambda: self._player().prior(state), allowed=allowed)
+            state, color, cand, lambda: self._player().genmove(state, cand, left(), rng, callback, **kw),
+            self.judge.within(left), cleanup=cleanup, prior=lambda: self._player().prior(state), allowed=allowed)
         move = decision.move
         elapsed = time.perf_counter() - t0
         wr = "" if decision.winrate is None else f" winrate {decision.winrate:.3f}"

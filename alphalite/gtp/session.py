@@ -182,13 +182,13 @@ class Session:
             self._judge = Judge(self.config.score_playouts, self.config.seed, policy=policy, search=search)
         return self._judge
 
-    def _search_territory(self, state, rollouts: int):
+    def _search_territory(self, state, rollouts: int, max_seconds: float | None = None):
         """The game player's own end-of-game estimate, where it has one
         (None: a size whose player has no such search, e.g. without a net)."""
         from alphalite.engine import players
 
         p = self._player()
-        return p.territory(state, rollouts) if isinstance(p, players.ApvPlayer) else None
+        return p.territory(state, rollouts, max_seconds) if isinstance(p, players.ApvPlayer) else None
 
     @property
     def resign_policy(self):
