@@ -938,6 +938,22 @@ def test_search_flags_are_search_params_and_reach_the_search():
     assert spread[0] < spread[1], spread
 
 
+def test_batch_flag_reaches_the_apv_search():
+    """``--batch`` is the apv search's network batch too (it reached only
+    mcts); without it apv takes 32 positions a call, mcts 8 leaves."""
+    from alphalite import cli
+
+    parser = cli.build_parser()
+    seen = {}
+    for engine, flags in (("apv", ["--batch", "4"]), ("apv", []), ("mcts", [])):
+        args = parser.parse_args(["gtp", "--engine", engine, "--size", "9", *flags])
+        eng = gtp.Engine(gtp.config_from_args(args), log=lambda m: None, warmup=False)
+        player = eng._player()
+        seen[engine, len(flags)] = player.search.batch if engine == "apv" else player.search_params.batch_size
+        getattr(player, "close", lambda: None)()
+    assert seen == {("apv", 2): 4, ("apv", 0): 32, ("mcts", 0): 8}, seen
+
+
 @pytest.mark.serial
 def test_tree_reuse_counts_against_the_clock():
     """Regression: advancing a large reused tree (0.7 s for 66k nodes on

@@ -732,14 +732,15 @@ class ApvPlayer:
     them. ``visits`` caps the rollouts of a move; without a clock the cap
     is ``DEFAULT_VISITS``. ``net`` None (a board size no network plays,
     ``size`` then given): the pattern policies alone, the tree policy's
-    priors and the rollouts' values."""
+    priors and the rollouts' values. ``batch_size``: the most positions a
+    network call takes (None: ``ApvSearch``'s default, 32)."""
 
     name = "apv"
     has_prior = True
 
     def __init__(self, net: PolicyNet | None, tree_policy, rollout_policy, search_params=None, *,
                  size: int | None = None, visits: int | None = None, threads: int | None = None,
-                 label: str = "apv"):
+                 batch_size: int | None = None, label: str = "apv"):
         from alphalite.nn import features, onnx_export
         from search.apv import ApvSearch
         from search.params import SearchParams
@@ -768,9 +769,10 @@ class ApvPlayer:
             from search.evaluators import policy_value_fn
 
             net_fn = policy_value_fn(net.model, net.value_model, split=net.split, ownership=True)
+        batch = {} if batch_size is None else {"batch_size": int(batch_size)}
         self.search = ApvSearch(net_fn, net.params, features.preset_id(net.preset), features.num_planes(net.preset),
                                 tree_policy, rollout_policy, size=net.size, search_params=sp,
-                                pad_batches=net.inference == "jax", threads=threads)
+                                pad_batches=net.inference == "jax", threads=threads, **batch)
 
     def prior(self, state) -> np.ndarray:
         if self.net is None:
