@@ -242,6 +242,29 @@ def test_a_replayed_round_plays_and_trains_only_what_is_missing(tmp_path, monkey
     assert alphazero.run_games(None, None, 0, size=5, config=TINY_SP)["games"] == 0
 
 
+def test_best_json_is_relative_so_a_moved_run_resumes_its_own_net(tmp_path):
+    import shutil
+
+    from alphalite.nn import checkpoint
+
+    store = Store(tmp_path / "run").make()
+    for step in (0, 3):
+        store.net_dir(step).mkdir()
+        (store.net_dir(step) / "model.json").write_text("{}")
+    store.set_best(store.net_dir(3), 3, iteration=0)
+    assert json.loads((store.root / "best.json").read_text())["net"] == "nets/step-0000003"
+    moved = Store(shutil.copytree(store.root, tmp_path / "moved"))
+    shutil.rmtree(store.root)
+    assert moved.best() == {"net": str(moved.net_dir(3)), "step": 3, "iteration": 0}
+    assert checkpoint.run_best(moved.root) == moved.net_dir(3)  # what GTP plays from a run folder
+    # a best.json of an older run names an absolute path: a moved or copied run reads its own net ...
+    (moved.root / "best.json").write_text(json.dumps({"net": str(store.net_dir(3)), "step": 3}))
+    assert moved.best()["net"] == str(moved.net_dir(3))
+    # ... and a net outside the run as written
+    (moved.root / "best.json").write_text(json.dumps({"net": "/elsewhere/step-0000009", "step": 9}))
+    assert moved.best()["net"] == "/elsewhere/step-0000009"
+
+
 def test_alphazero_flags_reach_their_own_config():
     from alphalite import cli
     from alphalite.runtime import config as config_lib

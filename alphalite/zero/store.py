@@ -6,7 +6,7 @@
     <workdir>/games/*.npz      self-play records (selfplay.records), written atomically by the actors
     <workdir>/ckpt/<step>/     the learner's Orbax checkpoints (params, optimizer state, step)
     <workdir>/nets/step-N/     exported nets (model.json + variables), one per checkpoint, written atomically
-    <workdir>/best.json        pointer to the best net so far, written atomically
+    <workdir>/best.json        pointer to the best net so far (relative to the workdir), atomic
     <workdir>/state.json       the driver's iteration counter (and the step its training goes to), atomic
     <workdir>/metrics.jsonl    one line per self-play round, training round and gating
     <workdir>/plots/zero.png   loss, gating and rating (alphalite.zero.plots), redrawn each iteration
@@ -48,12 +48,23 @@ class Store:
         return str(d) if d.is_dir() else None
 
     def best(self) -> dict | None:
-        """``{"net": folder, "step": N, ...}`` of the best net, or None before the first."""
+        """``{"net": folder, "step": N, ...}`` of the best net (an absolute
+        path), or None before the first."""
         p = self.root / "best.json"
-        return json.loads(p.read_text()) if p.exists() else None
+        if not p.exists():
+            return None
+        best = json.loads(p.read_text())
+        net = Path(best["net"])
+        if net.is_absolute():  # written before paths were relative: a moved or copied run has it under nets/
+            own = self.nets / net.name
+            net = own if own.is_dir() else net
+        return {**best, "net": str(self.root / net)}
 
     def set_best(self, net: str | os.PathLike, step: int, **extra) -> None:
-        files.write_json_atomic(self.root / "best.json", {"net": str(net), "step": int(step), **extra})
+        # relative to the run folder, so a moved or copied run resumes from its own net
+        net = Path(net).absolute()
+        rel = os.path.relpath(net, self.root) if net.is_relative_to(self.root) else str(net)
+        files.write_json_atomic(self.root / "best.json", {"net": rel, "step": int(step), **extra})
 
     def _state(self) -> dict:
         p = self.root / "state.json"
