@@ -152,6 +152,20 @@ def test_a_net_against_itself_scores_about_half_and_a_stone_counter_beats_it():
     assert rated["games"] == 8 == rated["wins"] + rated["losses"] + rated["draws"] and "llr" not in rated
 
 
+def test_an_odd_number_of_gate_games_gives_the_extra_one_to_either_colour_by_seed():
+    def uniform(params, planes, legal):
+        return legal / legal.sum(axis=1, keepdims=True), np.zeros(len(legal), np.float32)
+
+    search = MultiParams(num_simulations=2, max_considered=2)
+    black = {}
+    for seed in range(4):  # komi -100: Black wins every game, so the new net's wins are its games as Black
+        res = netmatch.gate(uniform, None, uniform, None, size=5, komi=-100.0, search=search, sprt=None, max_games=5,
+                            batch=4, seed=seed, max_moves=6)
+        black[seed] = res["wins"]
+    # the driver's gating seed steps by one a round: the extra game alternates colours (it was always Black)
+    assert black == {0: 3, 1: 2, 2: 3, 3: 2}
+
+
 @pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.subprocess

@@ -10,8 +10,11 @@ gating (AlphaZero's and Leela Zero's "is the new net better than the best").
 Both nets drive ``search.multigame.MultiSearch`` over the same ``K`` game
 boards (one search object each): at every ply the side to move in game
 ``g`` is searched by its own net, then the chosen moves are played on both
-searches' boards, so the boards stay equal. The new net is Black in the
-even games and White in the odd ones. Games end after two passes or at the
+searches' boards, so the boards stay equal. The new net is Black in
+every other game, the even ones for an even seed, else the odd ones: the
+extra game of an odd ``max_games`` takes turns between Black and White
+from one gating to the next (the AlphaZero driver's seeds step by one),
+as Leela Zero's gating alternates colours. Games end after two passes or at the
 move cap and are scored by Tromp-Taylor area with komi as they stand (the
 games are played out, as self-play's are). No GTP process is started: on a
 Ray worker the match is one task.
@@ -31,17 +34,17 @@ from search.multigame import MultiParams, MultiSearch
 
 def play_match(a_fn: Callable, a_params: Any, b_fn: Callable, b_params: Any, n_games: int, *, size: int,
                komi: float, search: MultiParams, gen: np.random.Generator, max_moves: int | None = None,
-               preset: str = "default") -> np.ndarray:
+               preset: str = "default", a_black_even: bool = True) -> np.ndarray:
     """``n_games`` games of net ``a`` against net ``b`` at once, ``a`` Black in
-    the even ones. Returns float [n_games]: ``a``'s score (1 win, 0 loss,
-    0.5 for a jigo)."""
+    the even ones (``a_black_even``) or else in the odd ones. Returns float
+    [n_games]: ``a``'s score (1 win, 0 loss, 0.5 for a jigo)."""
     search = dataclasses.replace(search, carry_over=False)  # each search sees the other's moves only as played
     k = int(n_games)
     sides = [MultiSearch(k, size, komi, search, preset=preset, max_moves=max_moves) for _ in range(2)]
     for ms in sides:
         for g in range(k):
             ms.new_game(g)
-    a_black = np.arange(k) % 2 == 0
+    a_black = (np.arange(k) % 2 == 0) == a_black_even
     live = np.ones(k, np.bool_)
     ply = 0
     while live.any():
@@ -74,6 +77,8 @@ def gate(new_fn: Callable, new_params: Any, best_fn: Callable, best_params: Any,
     the new net scored at least ``threshold`` (AlphaGo Zero's 55%). With
     ``sprt=None`` all ``max_games`` are played (a rating match)."""
     gen = np.random.default_rng(seed)
+    # batches are even but the last of an odd max_games: its extra game's colour by seed, not always Black
+    a_black_even = seed % 2 == 0
     batch = max(2, batch + batch % 2)
     wins = losses = draws = 0
     decide = sprt.state if sprt is not None else (lambda *_: {"decision": "continue"})
@@ -81,7 +86,7 @@ def gate(new_fn: Callable, new_params: Any, best_fn: Callable, best_params: Any,
     while wins + losses + draws < max_games and state["decision"] == "continue":
         n = min(batch, max_games - wins - losses - draws)
         s = play_match(new_fn, new_params, best_fn, best_params, n, size=size, komi=komi, search=search, gen=gen,
-                       max_moves=max_moves, preset=preset)
+                       max_moves=max_moves, preset=preset, a_black_even=a_black_even)
         wins += int((s == 1).sum())
         losses += int((s == 0).sum())
         draws += int((s == 0.5).sum())

@@ -323,8 +323,10 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
             if cfg.anchor_every > 0 and cfg.gate_games > 0 and it % cfg.anchor_every == 0 and start:
                 now = store.best()
                 if now["net"] != start:
+                    # seed by anchor count: its parity (the odd game's colour, netmatch.gate) alternates
                     a = ray.get(gate_task.remote(now["net"], start, cfg.size, saved["zero"], saved["selfplay"],
-                                                 saved["search"], cfg.seed * 7919 + it + 104729, True))
+                                                 saved["search"], cfg.seed * 7919 + it // cfg.anchor_every + 104729,
+                                                 True))
                     store.log({"kind": "anchor", "iteration": it, "step": now["step"], **a})
             plots.plot_run(store.read_metrics(), store.plot_path)
             say(f"iteration {it}/{cfg.iterations}: {sum(r['games'] for r in res)} games, loss "
