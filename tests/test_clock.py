@@ -154,6 +154,7 @@ def test_commands_wait_for_the_warm_up_and_the_wait_is_charged():
     assert eng._clocks[protocol.BLACK].main <= 60.0 - logged + 0.01
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 def test_a_new_board_size_warms_up_before_boardsize_answers():
     """The player of a size not played yet is made and warmed up inside the
