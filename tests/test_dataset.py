@@ -3,8 +3,13 @@
 import gzip
 import io
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -191,6 +196,40 @@ def test_interrupt_keeps_finished_shards(tmp_path, monkeypatch, capsys):
     s = dataset.build([SAMPLE], tmp_path, jobs=1, shard_games=32, val_frac=0, test_frac=0, progress=False)
     assert s["games"] == 200 and len(dataset.load_games(tmp_path, "train")) == 200
     assert "its build was stopped" not in capsys.readouterr().err  # not said by the rebuild it asks for
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_kill_stops_a_build_as_ctrl_c_does(tmp_path):
+    """SIGTERM to the build alone, its workers busy: one line, exit 130, the
+    finished games indexed (incomplete), no temporary log, no worker
+    traceback; the same command rerun builds it all."""
+    members = _members()
+    src = tmp_path / "many.tar"  # the sample 30 times over: the workers parse duplicates for seconds
+    with tarfile.open(src, "w") as tf:
+        for k in range(30):
+            for name, data in members:
+                info = tarfile.TarInfo(f"{k}/{name}")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "alphalite.cli", "data", "build", str(src), "--out", str(out), "--jobs", "2",
+            "--shard-games", "20", "--val-frac", "0", "--test-frac", "0", "--quiet"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (out / "train-00000.npz").exists():
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and stdout == "", (proc.returncode, stdout, stderr)
+    assert stderr.count("\n") == 1 and stderr.startswith("data build: interrupted; the "), stderr
+    assert "rerun the same command" in stderr
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+    index = json.loads((out / "index.json").read_text())
+    assert not index["complete"] and index["summary"]["games"] == len(dataset.load_games(out, "train")) > 0
+    assert (out / "skipped.tsv").exists()
+    assert cli.main(argv[3:]) == 0
+    assert json.loads((out / "index.json").read_text())["summary"]["games"] == 200
 
 
 # ------------------------------------------------------------------ loader

@@ -136,6 +136,15 @@ class DatasetError(ValueError):
     """Bad sources or dataset folder; the message is one line."""
 
 
+class BuildInterrupted(KeyboardInterrupt):
+    """``build`` stopped by Ctrl-C or SIGTERM after writing and indexing
+    what it finished (``"complete": false``); ``summary`` says what."""
+
+    def __init__(self, summary: dict):
+        super().__init__()
+        self.summary = summary
+
+
 class NoGamesKept(DatasetError):
     """``build`` kept no game; ``detail`` is the message without the log's
     path (for builds into a temporary folder)."""
@@ -288,7 +297,10 @@ def _work(items, sizes):
 
 
 def _worker_init():
+    # Ctrl-C and kill are the parent's business: it stops the pool (SIGTERM),
+    # and a forked worker would otherwise run the parent's SIGTERM handler
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 # ====================================================================== shards
@@ -382,8 +394,9 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
           max_games: int = 0, shard_games: int = 4096, batch_files: int = 64, progress: bool = True) -> dict:
     """Build a dataset folder from SGF sources; returns the summary dict.
 
-    Ctrl-C (KeyboardInterrupt) writes the games finished so far as complete
-    shards with ``"complete": false`` in the index, then re-raises. Every
+    Ctrl-C (KeyboardInterrupt) or SIGTERM writes the games finished so far
+    as complete shards with ``"complete": false`` in the index, then raises
+    BuildInterrupted (a KeyboardInterrupt); a rerun builds it whole. Every
     record not kept (and every corrupt archive) is listed with the reason in
     ``skipped.tsv`` in ``out``; a build that keeps no game raises
     DatasetError pointing there."""
@@ -458,6 +471,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     bar = tqdm(desc="data build", unit="file", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     complete = False
     stream = results()
+    on_term = _raise_interrupt_on_sigterm()
     try:
         for items, res in stream:
             stop = False
@@ -486,7 +500,10 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             if stop:
                 break
         complete = True
+    except KeyboardInterrupt:
+        pass  # what finished is written below, then BuildInterrupted says so
     finally:
+        on_term()
         stream.close()  # stops the worker pool
         bar.close()
         writer.flush_all()
@@ -509,6 +526,8 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             for s in old_index["shards"]:
                 if s["file"] not in new and (out / s["file"]).exists():
                     (out / s["file"]).unlink()
+    if not complete:
+        raise BuildInterrupted(summary)
     if not summary["games"]:
         why = [f"{k} {v}" for k, v in sorted(skipped.items())]
         why += [f"corrupt archives {errors['corrupt_archive']}"] if errors["corrupt_archive"] else []
@@ -516,6 +535,21 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
                   + (f" ({', '.join(why)})" if why else ""))
         raise NoGamesKept(f"{detail}; each skipped record and why: {log_path}", detail)
     return summary
+
+
+def _raise_interrupt_on_sigterm():
+    """SIGTERM (``kill``, a service manager) raises KeyboardInterrupt, so the
+    build stops as on Ctrl-C instead of dying mid-write; returns the undo."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def cli_build(args) -> int:
@@ -532,6 +566,12 @@ def cli_build(args) -> int:
     except DatasetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BuildInterrupted as e:
+        s = e.summary
+        print(f"data build: interrupted; the {s['games']} games finished are kept in {s['out']} ({s['shards']} "
+              "shards, index.json marks them incomplete); rerun the same command to build it all",
+              file=sys.stderr, flush=True)
+        return 130
     print(json.dumps(summary), flush=True)
     return 0
 
