@@ -28,7 +28,9 @@ class SearchParams:
     fpu_reduction: float = field(0.25, "first-play urgency: an unvisited child's Q is the parent's Q "
                                        "minus this times sqrt(visited prior mass)")
     root_fpu_reduction: float = field(-1.0, "FPU reduction at the root; negative: same as --fpu-reduction")
-    batch_size: int = field(8, "leaves gathered (virtual loss between them) per evaluator call", flag="--batch")
+    batch_size: int = field(8, "leaves gathered (virtual loss between them) per evaluator call; for the apv "
+                            "search the most positions a network call takes (the engine gives it 32 unless set)",
+                            flag="--batch")
     virtual_loss: float = field(1.0, "each search path in flight counts as this many lost visits on the edges it "
                                      "took (spreads the leaves gathered at once); 0: none")
     dirichlet_alpha: float = field(0.0, "root Dirichlet noise alpha; 0: no noise (0.03 for 19x19)")
