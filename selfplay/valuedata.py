@@ -347,9 +347,11 @@ def _targets_work(items, playouts, seed):
 
 
 def shard_targets(a: dict, width: int, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, pool=None,
-                  chunk: int = 16) -> tuple[np.ndarray, np.ndarray, dict]:
+                  chunk: int = 16, stop=None) -> tuple[np.ndarray, np.ndarray, dict]:
     """(score [G] float32, ownership [G, width] int8, stats) for the games of
-    one shard's arrays; ``pool``: a process pool (None: this process)."""
+    one shard's arrays; ``pool``: a process pool (None: this process).
+    KeyboardInterrupt as soon as ``stop()`` is true (between games, or while
+    waiting for the pool): a shard takes minutes."""
     G = int(a["size"].shape[0])
     score = np.full(G, np.nan, np.float32)
     own = np.zeros((G, width), np.int8)
@@ -359,12 +361,21 @@ def shard_targets(a: dict, width: int, *, playouts: int = TARGET_PLAYOUTS, seed:
     items = [(int(a["size"][g]), float(a["komi"][g]), a["setup_points"][so[g]:so[g + 1]],
               a["setup_colors"][so[g]:so[g + 1]], a["moves"][mo[g]:mo[g + 1]], a["colors"][mo[g]:mo[g + 1]])
              for g in todo]
-    parts = [items[i:i + chunk] for i in range(0, len(items), chunk)]
+    stop = stop or (lambda: False)
+    results = []
     if pool is None:
-        results = [r for p in parts for r in _targets_work(p, playouts, seed)]
+        for item in items:
+            if stop():
+                raise KeyboardInterrupt
+            results += _targets_work([item], playouts, seed)
     else:
-        results = [r for res in [pool.apply_async(_targets_work, (p, playouts, seed)) for p in parts]
-                   for r in res.get()]
+        for res in [pool.apply_async(_targets_work, (items[i:i + chunk], playouts, seed))
+                    for i in range(0, len(items), chunk)]:
+            while not res.ready():
+                if stop():
+                    raise KeyboardInterrupt
+                res.wait(0.1)
+            results += res.get()
     st = {"counted": len(counted), "handicap": len(counted) - len(todo), "judged": 0, "failed": 0,
           "winner_agrees": 0, "abs_error_sum": 0.0, "dead_stones": 0}
     for g, r in zip(todo, results):
@@ -392,7 +403,9 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
     First every shard is copied with its targets unknown, so ``out`` is a
     complete dataset at once; then the shards are judged one at a time (test,
     val, then train) and rewritten. Each judged shard is recorded in the index
-    (``value_targets``); a rerun continues with the next one."""
+    (``value_targets``); a rerun continues with the next one. Ctrl-C or
+    SIGTERM stops at once (``stopped``: interrupted), dropping the shard in
+    progress: a rerun judges it again."""
     from tqdm import tqdm
 
     from alphalite.runtime import process_pool
@@ -423,21 +436,25 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
                   key=lambda s: (order.get(s["split"], 3), s["file"]))
     t0 = time.time()
     stopped = "finished"
-    pool = process_pool(jobs) if jobs > 1 else None
+    pool = process_pool(jobs, initializer=dataset.pool_worker_init) if jobs > 1 else None
     stop = GracefulStop()
     try:
         for s in tqdm(todo, desc="value targets", unit="shard", disable=not progress, file=sys.stderr):
             if stop.requested:
-                stopped = "interrupted"
-                break
+                raise KeyboardInterrupt
             if max_minutes and time.time() - t0 > 60 * max_minutes:
                 stopped = "time limit"
                 break
             a = dataset.read_shard(out / s["file"])
-            a["score"], a["ownership"], st = shard_targets(a, width, playouts=playouts, seed=seed, pool=pool)
+            # Ctrl-C or SIGTERM drops the shard in progress at once (it is judged again on resume)
+            a["score"], a["ownership"], st = shard_targets(a, width, playouts=playouts, seed=seed, pool=pool,
+                                                           stop=lambda: stop.requested)
             dataset.write_arrays(out, s["file"], s["split"], a)
             index["value_targets"]["judged"][s["file"]] = {**st, "split": s["split"]}
             files.write_json_atomic(out / "index.json", index)
+    except KeyboardInterrupt:  # a second signal may have cut the last write short: the index on disk says
+        stopped = "interrupted"
+        index = _read_index(out) or index
     finally:
         stop.restore()
         if pool is not None:
@@ -466,5 +483,9 @@ def cli_value_targets(args) -> int:
     except (dataset.DatasetError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if res["stopped"] == "interrupted":
+        print(f"value-targets: interrupted; {res['shards_judged']} of {res['shards']} shards judged are kept in "
+              f"{res['out']} (the one in progress is dropped); rerun the same command to continue",
+              file=sys.stderr, flush=True)
     print(json.dumps(res, sort_keys=True), flush=True)
     return 130 if res["stopped"] == "interrupted" else 0

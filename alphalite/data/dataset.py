@@ -296,9 +296,10 @@ def _work(items, sizes):
     return [r for name, data in items for r in process_record(name, data, sizes)]
 
 
-def _worker_init():
-    # Ctrl-C and kill are the parent's business: it stops the pool (SIGTERM),
-    # and a forked worker would otherwise run the parent's SIGTERM handler
+def pool_worker_init():
+    """Initializer of worker pools whose parent handles Ctrl-C and kill."""
+    # The parent stops the pool (SIGTERM); a forked worker would otherwise run
+    # the parent's SIGTERM handler, and a terminal's Ctrl-C would kill it mid-task
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
@@ -450,7 +451,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             for b in batches():
                 yield b, _work(b, sizes)
             return
-        pool = process_pool(jobs, initializer=_worker_init)
+        pool = process_pool(jobs, initializer=pool_worker_init)
         try:
             window: deque = deque()
             for b in batches():
