@@ -86,6 +86,15 @@ def test_missing_source_is_one_line_error(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("flag,value", [("--shard-games", "0"), ("--max-games", "-1"), ("--jobs", "-2"),
+                                        ("--sizes", "9,30")])
+def test_values_no_build_can_use_are_refused_naming_the_flag(tmp_path, capsys, flag, value):
+    code = cli.main(["data", "build", str(SAMPLE), "--out", str(tmp_path / "o"), flag, value, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {flag} must be "), err
+    assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
 def _members():
     with tarfile.open(SAMPLE) as tf:
         return [(m.name, tf.extractfile(m).read()) for m in tf if m.isfile()]
