@@ -95,6 +95,27 @@ def test_values_no_build_can_use_are_refused_naming_the_flag(tmp_path, capsys, f
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 
+def test_help_and_error_name_every_archive_format_read(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["data", "build", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    src_help = text[text.index("src "):text.index("options:")]
+    assert all(suffix in src_help for suffix in dataset.ARCHIVE_SUFFIXES), src_help
+    (tmp_path / "a.rar").write_bytes(b"x")
+    assert cli.main(["data", "build", str(tmp_path / "a.rar"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert all(suffix in err for suffix in dataset.ARCHIVE_SUFFIXES), err
+    members = _members()[:5]
+    for suffix, mode in ((".tgz", "w:gz"), (".tbz2", "w:bz2"), (".tbz", "w:bz2"), (".tar", "w")):
+        with tarfile.open(tmp_path / f"s{suffix}", mode) as tf:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+        s = dataset.build([tmp_path / f"s{suffix}"], tmp_path / suffix[1:], jobs=1, progress=False)
+        assert s["games"] == 5, suffix
+
+
 def _members():
     with tarfile.open(SAMPLE) as tf:
         return [(m.name, tf.extractfile(m).read()) for m in tf if m.isfile()]

@@ -174,7 +174,7 @@ def check_sources(srcs) -> list[Path]:
         if not p.exists():
             raise DatasetError(f"no such file or folder: {s}")
         if p.is_file() and not (_is_sgf(p.name) or _is_archive(p.name)):
-            raise DatasetError(f"not an .sgf file or a .tar.gz/.tar.bz2/.zip archive: {s}")
+            raise DatasetError(f"not an .sgf file or an archive ({', '.join(ARCHIVE_SUFFIXES)}): {s}")
         out.append(p)
     return out
 
