@@ -69,14 +69,14 @@ def test_the_judge_takes_the_search_estimate_when_there_is_one():
         asked.append(n)
         own = np.where(np.arange(49) % 7 < 4, 1.0, -1.0)
         own[B4] = -1.0
-        return own, -3.0, 1.0
+        return own, -3.0, 1.0, n
 
     j = Judge(32, search=search)
     score, dead = j(st)
     assert asked == [32] and len(dead) == 0 and score == board.area_score(st)
     assert j.territory(st).margin == -3.0 and j.territory(st).stdev == 1.0 and asked == [32]  # cached
     # the same estimate with B4 Black's: the stone is dead, the score counts it off
-    j = Judge(32, search=lambda state, n, seconds: (np.where(np.arange(49) % 7 < 4, 1.0, -1.0), 6.5, 0.0))
+    j = Judge(32, search=lambda state, n, seconds: (np.where(np.arange(49) % 7 < 4, 1.0, -1.0), 6.5, 0.0, n))
     score, dead = j(st)
     assert score == 6.5 and list(dead) == [B4]
     # no estimate from the search (a size it cannot play): playouts; no playouts at all: no one is dead
@@ -96,6 +96,20 @@ def test_pass_when_the_opponent_passed_and_the_game_is_won(judge):
     st = _game(pass_by=WHITE).state
     d = choose(st, BLACK, players.candidate_moves(st), _searched(3), judge)
     assert d.move == 3
+
+
+def test_an_estimate_cut_short_may_stop_a_pass_but_never_make_one():
+    """After the opponent's pass a won game is passed out only on an
+    estimate of all the playouts asked for: one the clock cut to a few
+    (a chunk of 8) is too noisy to end the game on, and is not cached."""
+    st = _game(pass_by=WHITE, diagram=SETTLED).state
+    cand = players.candidate_moves(st)
+    for got, passes in ((32, True), (31, False), (8, False)):
+        j = Judge(32, search=lambda state, n, seconds, got=got: (
+            players.owners(state).astype(np.float64), board.area_score(state), 0.0, got))
+        d = choose(st, BLACK, cand, _searched(3), j)
+        assert (d.move == PASS) == passes, got
+        assert bool(j._territories) == passes and bool(j._cache) == passes
 
 
 def test_a_players_own_pass_is_not_the_opponents(judge):
@@ -415,7 +429,7 @@ def test_no_game_ending_pass_while_our_group_is_unsettled():
     g.reset(start=board.parse_diagram(UNSETTLED, komi=7.0, to_play=BLACK))
     g.play(BLACK, 81)
     st = g.state
-    judge = Judge(32, search=lambda state, n, seconds: (UNSETTLED_OWN, -15.8, 29.6))
+    judge = Judge(32, search=lambda state, n, seconds: (UNSETTLED_OWN, -15.8, 29.6, n))
     score, dead = judge(st)
     assert board.area_score(st) < 0 and score == -35 and list(dead) == [coords.from_gtp("B9", 9)]
     assert not decisions.surely_won(st, WHITE, judge)
@@ -429,7 +443,7 @@ def test_no_game_ending_pass_while_our_group_is_unsettled():
     # the same estimate with White's four stones sure: the pass wins and is played
     own = UNSETTLED_OWN.copy()
     own[own == -0.45] = -0.9
-    sure = Judge(32, search=lambda state, n, seconds: (own, -15.8, 29.6))
+    sure = Judge(32, search=lambda state, n, seconds: (own, -15.8, 29.6, n))
     assert decisions.surely_won(st, WHITE, sure)
     d = choose(st, WHITE, cand, _no_search, sure)
     assert d.move == 81 and d.note == "the opponent passed and passing wins"
@@ -448,7 +462,7 @@ def test_our_pass_is_judged_with_the_opponent_to_move():
     sure[sure == -0.45] = -0.9
 
     def search(state, n, seconds):  # White's four stones live only if White moves first
-        return (sure if state.to_play == WHITE else UNSETTLED_OWN), -15.8, 29.6
+        return (sure if state.to_play == WHITE else UNSETTLED_OWN), -15.8, 29.6, n
 
     judge = Judge(32, search=search)
     assert st.to_play == WHITE and not decisions.surely_won(st, WHITE, judge)
@@ -468,13 +482,37 @@ def test_a_seki_read_near_zero_is_not_dead():
     seki = [coords.from_gtp(v, 7) for v in ("E7", "E6", "E5")]  # Black's, in seki with C7-C6-C5-D5
     own = board.stones(st).ravel().astype(np.float64)  # every stone its own colour's
     own[seki] = -0.01
-    j = Judge(32, search=lambda state, n, seconds: (own.copy(), 2.5, 0.0))
+    j = Judge(32, search=lambda state, n, seconds: (own.copy(), 2.5, 0.0, n))
     score, dead = j(st)
     assert len(dead) == 0 and score == board.area_score(st)
     assert cleanup_move(st, WHITE, j) is None
     own[seki] = [-0.9, -0.8, -0.1]  # mean -0.6
-    j = Judge(32, search=lambda state, n, seconds: (own.copy(), 2.5, 0.0))
+    j = Judge(32, search=lambda state, n, seconds: (own.copy(), 2.5, 0.0, n))
     assert sorted(j(st)[1]) == sorted(seki)
+    # exactly at the threshold (16 of 24 playouts the opponent's) a chain is dead, whatever its size
+    for stones in (3, 20, 61):  # rows filled from the top: one chain
+        chain = board.setup(board.new_game(19), black=range(stones))
+        own = np.zeros(361)
+        own[:stones] = (8 - 16) / 24
+        assert len(players.dead_points(chain, own)) == stones, stones
+
+
+def test_dead_stones_reads_playout_counts_as_shares():
+    """``players.dead_stones`` turns its playouts' counts into ownership
+    before the threshold: a chain the opponent owns in 33 of 64 playouts
+    (a share of 0.03 against it) is not dead."""
+    st = _game(diagram=SETTLED).state
+    calls = []
+
+    def counts(state, n, seed, policy):
+        calls.append(n)
+        s = board.stones(state).ravel()
+        return np.where(s > 0, 31, 33).astype(np.int64), np.where(s > 0, 33, 31).astype(np.int64)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(players, "ownership_counts", counts):
+        assert len(players.dead_stones(st, 64)) == 0 and calls == [64]
 
 
 def test_a_judge_on_a_moves_clock_keeps_to_it_and_caches_no_cut_estimate():

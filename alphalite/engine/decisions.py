@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import time
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -36,6 +35,7 @@ class Territory(NamedTuple):
     ownership: np.ndarray  # float64 [size*size] in [-1, 1], black's view (+1 black), row 0 the top row
     margin: float  # mean final area, black minus white minus komi
     stdev: float  # its standard deviation over the playouts
+    playouts: int  # how many it rests on (fewer than asked: cut short by a clock)
 
 
 def playout_territory(state: board.GoState, playouts: int, seed: int, policy=None,
@@ -46,7 +46,7 @@ def playout_territory(state: board.GoState, playouts: int, seed: int, policy=Non
     same position, the same estimate."""
     black, white, margins = players.playout_outcomes(state, playouts, (state.hash ^ seed) & 0x7FFFFFFFFFFFFFFF,
                                                      policy, max_seconds)
-    return Territory((black - white) / len(margins), float(margins.mean()), float(margins.std()))
+    return Territory((black - white) / len(margins), float(margins.mean()), float(margins.std()), len(margins))
 
 
 JUDGE_SHARE = 0.5  # of a move's time still left, what one estimate may take: the search keeps the rest
@@ -83,6 +83,10 @@ class Judge:
         view.time_left = time_left
         return view
 
+    def whole(self, t: Territory) -> bool:
+        """Whether ``t`` rests on all the playouts asked for: not cut short."""
+        return t.playouts >= self.playouts
+
     def territory(self, state: board.GoState) -> Territory:
         key = (state.hash, state.komi, state.move_number, state.to_play)
         if key in self._territories:
@@ -92,14 +96,13 @@ class Judge:
         n = self.playouts
         left = self.time_left()
         limit = None if left is None else JUDGE_SHARE * left
-        t0 = time.perf_counter()
         found = self.search(state, n, limit) if self.search is not None and n > 0 else None
-        if found is None and n <= 0:  # no estimate: every stone lives, the board as it stands
-            found = (players.owners(state).astype(np.float64), board.area_score(state), 0.0)
-        elif found is None:
-            found = playout_territory(state, n, self.seed, self.policy, limit)
-        out = Territory(*found)
-        if limit is None or time.perf_counter() - t0 < limit:  # not cut short: the whole estimate
+        out = None if found is None else Territory(*found)
+        if out is None and n <= 0:  # no estimate: every stone lives, the board as it stands
+            out = Territory(players.owners(state).astype(np.float64), board.area_score(state), 0.0, 0)
+        elif out is None:
+            out = playout_territory(state, n, self.seed, self.policy, limit)
+        if self.whole(out):  # one cut short is not kept: the next asks again
             self._territories[key] = out
         return out
 
@@ -108,9 +111,10 @@ class Judge:
         if key not in self._cache:
             if len(self._cache) >= self.capacity:
                 self._cache.clear()
-            dead = players.dead_points(state, self.territory(state).ownership)
+            t = self.territory(state)
+            dead = players.dead_points(state, t.ownership)
             judged = (players.score_without(state, dead), dead)
-            if key not in self._territories:  # cut short by the clock
+            if not self.whole(t):  # cut short by the clock
                 return judged
             self._cache[key] = judged
         return self._cache[key]
@@ -131,8 +135,13 @@ def surely_won(state: board.GoState, color: int, judge: Judge) -> bool:
     stones the rollouts gave us at 0.45: a won game scored a draw). The
     estimate is of the board with the opponent to move: our pass gives up
     the move that an estimate with us to move spends saving a group (GNU
-    Go called dead eight stones a search with us to move kept alive)."""
-    own = judge.territory(with_to_play(state, -color)).ownership * color  # > 0: ours
+    Go called dead eight stones a search with us to move kept alive).
+    An estimate cut short by the clock (a few playouts) never says yes: it
+    may stop a pass, not make one."""
+    t = judge.territory(with_to_play(state, -color))
+    if not judge.whole(t):
+        return False
+    own = t.ownership * color  # > 0: ours
     s = board.stones(state).ravel() * color  # +1 ours, -1 the opponent's
     dead = np.flatnonzero(((s > 0) & (own <= SURE)) | ((s < 0) & (own > SURE)))
     return players.score_without(state, dead) * color > 0

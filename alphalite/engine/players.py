@@ -145,13 +145,14 @@ def dead_points(state: board.GoState, ownership: np.ndarray, threshold: float = 
     chain = state.board_tuple.head.reshape(n + 2, n + 2)[1:-1, 1:-1].ravel()[idx]  # padded head stone
     own = (s * np.asarray(ownership, np.float64))[idx]
     mean = np.bincount(chain, own) / np.maximum(np.bincount(chain), 1)
-    return idx[mean[chain] <= -threshold]
+    # a chain at exactly -threshold (16 playouts of 24) is dead whatever its size: the float sum may round up
+    return idx[mean[chain] <= -threshold + 1e-9]
 
 
 def dead_stones(state: board.GoState, num_playouts: int = 64, seed: int = 0, policy=None) -> np.ndarray:
     """``dead_points`` of the ownership over ``num_playouts`` playouts."""
     black, white = ownership_counts(state, num_playouts, seed, policy)
-    return dead_points(state, black.astype(np.float64) - white)
+    return dead_points(state, (black.astype(np.float64) - white) / max(num_playouts, 1))
 
 
 def score_without(state: board.GoState, dead: np.ndarray) -> float:
@@ -788,7 +789,7 @@ class ApvPlayer:
     def territory(self, state, rollouts: int, max_seconds: float | None = None):
         """The search's own view of the end of the game from ``state``:
         (ownership float64 [size*size], black +1; mean final area margin,
-        black minus white minus komi; its spread), over the rollouts of the
+        black minus white minus komi; its spread; the rollouts it rests on), over the rollouts of the
         last search when that searched this position with at least
         ``rollouts`` of them, else of a search of ``rollouts`` more now, or
         fewer if ``max_seconds`` ends it first (the next search of the
@@ -799,7 +800,7 @@ class ApvPlayer:
         if last is None or prev is None or last.rollouts < rollouts or moves_since(prev[0], state) != []:
             self.run(state, max_visits=max(int(rollouts), 1), max_seconds=max_seconds)
             last = self.last
-        return last.ownership.astype(np.float64), last.margin, last.margin_stdev
+        return last.ownership.astype(np.float64), last.margin, last.margin_stdev, int(last.rollouts)
 
     def _reused_tree(self, state):
         """The last search's tree advanced along the moves played since."""
