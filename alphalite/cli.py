@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = data.add_subparsers(dest="data_command", required=True)
     build = dsub.add_parser("build", help="SGF files/folders/archives -> game shards")
     build.add_argument("src", nargs="+", help=".sgf files, archives of them (.tar.gz/.tgz, .tar.bz2/.tbz2/.tbz, "
-                       ".tar, .zip) and folders (searched for both)")
+                       ".tar.xz/.txz, .tar, .zip) and folders (searched for both)")
     build.add_argument("--out", required=True, help="output dataset folder")
     build.add_argument("--jobs", type=int, default=0, help="worker processes (0 = all cores)")
     build.add_argument("--sizes", default="9,13,19", help="board sizes to keep, comma separated")

@@ -87,7 +87,7 @@ def test_missing_source_is_one_line_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flag,value", [("--shard-games", "0"), ("--max-games", "-1"), ("--jobs", "-2"),
-                                        ("--sizes", "9,30")])
+                                        ("--sizes", "9,30"), ("--sizes", ",")])
 def test_values_no_build_can_use_are_refused_naming_the_flag(tmp_path, capsys, flag, value):
     code = cli.main(["data", "build", str(SAMPLE), "--out", str(tmp_path / "o"), flag, value, "--quiet"])
     err = capsys.readouterr().err
@@ -106,7 +106,8 @@ def test_help_and_error_name_every_archive_format_read(tmp_path, capsys):
     err = capsys.readouterr().err
     assert all(suffix in err for suffix in dataset.ARCHIVE_SUFFIXES), err
     members = _members()[:5]
-    for suffix, mode in ((".tgz", "w:gz"), (".tbz2", "w:bz2"), (".tbz", "w:bz2"), (".tar", "w")):
+    for suffix, mode in ((".tgz", "w:gz"), (".tbz2", "w:bz2"), (".tbz", "w:bz2"), (".tar.xz", "w:xz"),
+                         (".txz", "w:xz"), (".tar", "w")):
         with tarfile.open(tmp_path / f"s{suffix}", mode) as tf:
             for name, data in members:
                 info = tarfile.TarInfo(name)

@@ -410,6 +410,9 @@ def test_loadsgf_without_komi_keeps_the_current_komi(tmp_path):
     assert eng.handle(f"loadsgf {tmp_path / 'half.sgf'}") == "=\n\n" and eng.state.komi == 0.5
     assert eng.handle(f"loadsgf {tmp_path / 'none.sgf'} 2") == "=\n\n"
     assert eng.state.komi == 0.5 and len(eng.game.moves) == 1
+    for empty in ("KM[]", "KM[abc]"):  # no number: komi stated as none
+        (tmp_path / "bad.sgf").write_text(f"(;SZ[9]{empty};B[ee])")
+        assert eng.handle(f"loadsgf {tmp_path / 'bad.sgf'}") == "=\n\n" and eng.state.komi == 0.5, empty
 
 
 def test_every_engine_counts_with_pattern_rollouts():

@@ -125,7 +125,7 @@ from alphalite.runtime import files, process_pool
 FORMAT = "alphalite-games-v1"
 SKIPPED_LOG = "skipped.tsv"  # in a built folder: every record not kept, with the reason
 SPLITS = ("train", "val", "test")
-ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar", ".zip")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz", ".tar", ".zip")
 MAX_RECORD_BYTES = 8 << 20  # a member larger than this is not a game record
 STOP_BAD_SETUP = -1
 STOP_SETUP = -2
@@ -411,7 +411,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             ("--shard-games", shard_games >= 1, ">= 1", shard_games),  # 0 wrote a shard file per game
             ("--max-games", max_games >= 0, ">= 0 (0: all)", max_games),
             ("--jobs", jobs >= 0, ">= 0 (0: all cores)", jobs),
-            ("--sizes", all(coords.MIN_SIZE <= n <= coords.MAX_SIZE for n in sizes),
+            ("--sizes", bool(sizes) and all(coords.MIN_SIZE <= n <= coords.MAX_SIZE for n in sizes),
              f"board sizes in {coords.MIN_SIZE}..{coords.MAX_SIZE}", ",".join(map(str, sizes)))):
         if not ok:
             raise DatasetError(f"{flag} must be {want}, got {got!r}")

@@ -61,7 +61,7 @@ class GameRecord:
     """One game as plain values. Moves and setup points are flat indices."""
 
     size: int
-    komi: float
+    komi: float  # 0.0 where the record states none (``komi_stated``)
     handicap: int = 0
     rules: str = ""
     black_player: str = ""
@@ -79,6 +79,7 @@ class GameRecord:
     first_player: int = 0  # PL on the root, 0 if absent
     stop: str = ""  # why the main line stops early ("setup" = setup stones mid-game)
     encoding: str = dataclasses.field(default="UTF-8", compare=False)
+    komi_stated: bool = True  # KM present and a number (GTP's loadsgf keeps the controller's komi otherwise)
 
     @property
     def num_moves(self) -> int:
@@ -129,17 +130,22 @@ def result_string(score: float) -> str:
 
 def parse_komi(text: str) -> float:
     """KM value -> komi in points (see the module docstring for the rule)."""
-    try:
-        k = float(text.strip())
-    except ValueError:
-        return 0.0
-    if not math.isfinite(k):
+    k = _komi_number(text)
+    if k is None:
         return 0.0
     if abs(k) >= 100:
         k = k / 100.0
         if (abs(k) * 4) % 2 == 1:  # x.25 or x.75: a count in stones
             k *= 2
     return k
+
+
+def _komi_number(text: str) -> float | None:
+    try:
+        k = float(text.strip())
+    except ValueError:
+        return None
+    return k if math.isfinite(k) else None
 
 
 def handicap_points(size: int, handicap: int) -> list[int]:
@@ -276,7 +282,8 @@ def _read_tree(coarse) -> GameRecord:
         raise SgfError(f"unsupported board size {game.get_size()}")
     root = game.get_root()
 
-    komi = parse_komi(_raw(root, "KM"))
+    komi_raw = _raw(root, "KM")
+    komi = parse_komi(komi_raw)
     try:
         handicap = int(_raw(root, "HA") or 0)
     except ValueError:
@@ -320,6 +327,7 @@ def _read_tree(coarse) -> GameRecord:
         result=result, winner=winner, margin=margin, result_kind=kind,
         setup_black=tuple(sorted(black)), setup_white=tuple(sorted(white)),
         moves=tuple(moves), first_player=first, stop=stop, encoding=enc,
+        komi_stated=_komi_number(komi_raw) is not None,
     )
 
 

@@ -24,7 +24,7 @@ class SgfCommands:
             with open(filename, "rb") as f:
                 data = f.read(16 << 20)
             rec = sgf.read_sgf(data)
-            if not _states_komi(data):  # komi is the controller's: a record without KM keeps it, as KataGo's does
+            if not rec.komi_stated:  # komi is the controller's: a record without KM keeps it, as KataGo's does
                 rec = dataclasses.replace(rec, komi=self.game.komi)
             self.game.load(rec, limit)
         except (OSError, ValueError) as e:  # the game before it stands
@@ -51,10 +51,3 @@ class SgfCommands:
             raise GtpFailure("cannot save file") from None
         return ""
 
-
-def _states_komi(data: bytes) -> bool:
-    """Whether the root of the file's first game (the one ``sgf.read_sgf``
-    reads, so the file parses) has a ``KM`` property."""
-    from sgfmill import sgf_grammar
-
-    return "KM" in sgf_grammar.parse_sgf_collection(data)[0].sequence[0]
