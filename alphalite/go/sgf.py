@@ -79,7 +79,8 @@ class GameRecord:
     first_player: int = 0  # PL on the root, 0 if absent
     stop: str = ""  # why the main line stops early ("setup" = setup stones mid-game)
     encoding: str = dataclasses.field(default="UTF-8", compare=False)
-    komi_stated: bool = True  # KM present and a number (GTP's loadsgf keeps the controller's komi otherwise)
+    # KM present and a number (GTP's loadsgf keeps the controller's komi otherwise); of the file, like encoding
+    komi_stated: bool = dataclasses.field(default=True, compare=False)
 
     @property
     def num_moves(self) -> int:
