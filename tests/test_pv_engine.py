@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import re
 import shutil
 import sys
@@ -129,6 +130,16 @@ def test_a_run_folder_plays_its_best_net_even_when_moved(pv, tmp_path):
     (moved / "best.json").write_text(json.dumps({"net": "/gone/nets/step-0000009"}))
     with pytest.raises(checkpoint.CheckpointError, match="its best net /gone/nets/step-0000009 is not there"):
         players.load_net(str(moved))
+    # a relative pointer is the run's own: never a folder of that name under the working directory
+    (moved / "best.json").write_text(json.dumps({"net": "nets/step-0000009"}))
+    shutil.copytree(net_dir, tmp_path / "nets" / "step-0000009")
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        with pytest.raises(checkpoint.CheckpointError, match="its best net nets/step-0000009 is not there"):
+            checkpoint.run_best(moved)
+    finally:
+        os.chdir(cwd)
 
 
 def _spoilt(case: str, net_dir: Path, tmp_path: Path) -> tuple[list[str], str]:

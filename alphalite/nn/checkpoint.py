@@ -179,7 +179,7 @@ def run_best(path: str | os.PathLike) -> Path | None:
         net = Path(json.loads(f.read_text())["net"])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
         raise CheckpointError(f"{f}: unreadable: {type(e).__name__}: {e}") from None
-    for d in (p / "nets" / net.name, net):
+    for d in (p / "nets" / net.name, p / net):  # p / an absolute path is that path; a relative one is the run's
         if (d / "model.json").is_file():
             return d
     raise CheckpointError(f"{f}: its best net {net} is not there")
