@@ -55,7 +55,6 @@ import shlex
 import shutil
 import signal
 import sys
-import threading
 import time
 import zlib
 from collections import Counter, deque
@@ -64,7 +63,7 @@ from pathlib import Path
 from alphalite.arena import ratings
 from alphalite.go import coords
 from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
-from alphalite.runtime import files
+from alphalite.runtime import files, interrupt_on_sigterm
 
 RESULTS = "results.jsonl"
 SETTINGS = "arena.json"
@@ -635,18 +634,12 @@ def run_tournament(t: Tournament, out: str | os.PathLike, *, jobs: int = 1, prog
     out.mkdir(parents=True, exist_ok=True)
     lock = _lock(out)
     # kill (SIGTERM) stops the arena as Ctrl-C does: the games in play are dropped and replayed on resume
-    previous = (signal.signal(signal.SIGTERM, _interrupt)
-                if threading.current_thread() is threading.main_thread() else None)
+    undo = interrupt_on_sigterm()
     try:
         return _run(t, out, jobs=jobs, progress=progress, say=say)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        undo()
         lock.close()
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _lock(out: Path):

@@ -120,7 +120,7 @@ from alphalite.go import board, coords, sgf
 from alphalite.runtime.kernels import njit
 
 from alphalite.nn import features
-from alphalite.runtime import files, process_pool
+from alphalite.runtime import files, interrupt_on_sigterm, process_pool
 
 FORMAT = "alphalite-games-v1"
 SKIPPED_LOG = "skipped.tsv"  # in a built folder: every record not kept, with the reason
@@ -481,7 +481,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     bar = tqdm(desc="data build", unit="file", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     complete = False
     stream = results()
-    on_term = _raise_interrupt_on_sigterm()
+    on_term = interrupt_on_sigterm()  # kill stops the build as Ctrl-C does
     try:
         for items, res in stream:
             stop = False
@@ -547,19 +547,6 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     return summary
 
 
-def _raise_interrupt_on_sigterm():
-    """SIGTERM (``kill``, a service manager) raises KeyboardInterrupt, so the
-    build stops as on Ctrl-C instead of dying mid-write; returns the undo."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def cli_build(args) -> int:

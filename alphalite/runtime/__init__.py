@@ -128,3 +128,21 @@ def _start_worker(initializer):
     setup()
     if initializer is not None:
         initializer()
+
+
+def interrupt_on_sigterm():
+    """Until the returned undo is called, SIGTERM (``kill``, a service
+    manager) raises KeyboardInterrupt in the main thread, so a job stops as
+    on Ctrl-C instead of dying mid-write. Off the main thread (where no
+    handler can be set) it does nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
