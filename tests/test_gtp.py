@@ -955,6 +955,9 @@ def test_batch_flag_reaches_the_apv_search():
         seen[engine, len(flags)] = player.search.batch if engine == "apv" else player.search_params.batch_size
         getattr(player, "close", lambda: None)()
     assert seen == {("apv", 2): 4, ("apv", 0): 32, ("mcts", 0): 8}, seen
+    # an engine configured in code gets the same defaults as from the flags
+    assert gtp.EngineConfig(engine="apv").search.batch_size == 32
+    assert gtp.EngineConfig(engine="mcts").search.batch_size == 8
 
 
 @pytest.mark.serial

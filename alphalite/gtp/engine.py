@@ -31,7 +31,7 @@ sampling), ``mcts`` (PUCT with policy priors and rollout values, a value net
 mixed in with ``--lambda``); the search's flags (``--c-puct``, ``--batch``,
 ``--lambda``, ``--temperature`` ...) are ``search.params.SearchParams``'s
 fields (``--batch`` is the apv search's network batch too, 32 unless
-given: ``session.APV_BATCH``); nets: see ``session``. Time control, resigning,
+given: ``session.default_search``); nets: see ``session``. Time control, resigning,
 passing and scoring: see ``alphalite.engine.timecontrol``,
 ``alphalite.engine.decisions`` and ``alphalite.engine.players``.
 """
@@ -50,7 +50,7 @@ from alphalite.gtp.commands_score import ScoreCommands
 from alphalite.gtp.commands_sgf import SgfCommands
 from alphalite.gtp.commands_time import TimeCommands
 from alphalite.gtp.protocol import Dispatcher, serve
-from alphalite.gtp.session import APV_BATCH, NAME, EngineConfig, Session
+from alphalite.gtp.session import NAME, EngineConfig, Session, default_search
 from search.params import SearchParams
 
 
@@ -78,8 +78,7 @@ def config_from_args(args) -> EngineConfig:
     return EngineConfig(engine=args.engine, checkpoint=net(args.checkpoint),
                         value_checkpoint=net(args.value_checkpoint), visits=args.visits,
                         max_time=args.max_time, lag_buffer=args.lag_buffer, inference=args.inference,
-                        search=config.from_args(SearchParams, args,
-                                                {"batch_size": APV_BATCH} if args.engine == "apv" else None),
+                        search=config.from_args(SearchParams, args, config.to_dict(default_search(args.engine))),
                         resign_threshold=args.resign_threshold, resign_moves=args.resign_moves,
                         resign=not args.no_resign, komi=args.komi, size=args.size, seed=args.seed,
                         score_playouts=args.score_playouts, tree_policy=args.tree_policy,

@@ -44,6 +44,11 @@ ENGINES = ("random", "policy", "mcts", "apv")
 APV_BATCH = 32
 AUTO = "auto"  # --checkpoint / --value-checkpoint: the shipped nets of each board size
 
+
+def default_search(engine: str) -> SearchParams:
+    """An engine's search settings where none are given (its flags start from these)."""
+    return SearchParams(batch_size=APV_BATCH) if engine == "apv" else SearchParams()
+
 _VERTEX = re.compile(r"[A-Za-z][0-9]{1,2}\Z")
 
 
@@ -68,12 +73,14 @@ class EngineConfig:
     superko: bool = True
     tree_policy: str = "tree19"  # apv: pattern tree policy (a shipped name or a folder)
     rollout_policy: str = "rollout19"  # pattern rollout policy: apv's rollouts, every engine's judge
-    # c_puct, FPU, leaf batch (apv: its network batch; the flags give it APV_BATCH), noise, lambda (value
-    # net and rollouts), temperature (the policy engine's too)
-    search: SearchParams = SearchParams()
+    # c_puct, FPU, leaf batch (apv: its network batch), noise, lambda (value net and rollouts), temperature
+    # (the policy engine's too); None: the engine's defaults (``default_search``)
+    search: SearchParams | None = None
 
     def __post_init__(self):
         """ValueError naming the flag for a value no game can be played with."""
+        if self.search is None:
+            object.__setattr__(self, "search", default_search(self.engine))
         def finite(x):
             return isinstance(x, (int, float)) and math.isfinite(x)
 
