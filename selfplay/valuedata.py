@@ -275,8 +275,9 @@ def cli_value_data(args) -> int:
 # count (a finite margin, like RE W+3.5) KataGo's auxiliary targets: the final
 # owner of every point and the final score. The record stops at the last move
 # with the dead stones still on the board; ``engine.decisions.Judge`` settles
-# them (a stone is dead when the opponent owns its point at the end of most of
-# ``playouts`` pattern rollouts, ``checkpoints/rollout19``), then the settled
+# them (a chain is dead when the opponent owns its points at the end of
+# ``playouts`` pattern rollouts, ``checkpoints/rollout19``, by ``players.DEAD``
+# on average), then the settled
 # position is counted by area (Tromp-Taylor): ownership +1/-1 per point, 0 for
 # dame and seki, score = black - white - komi. Games that ended otherwise keep
 # score NaN and ownership 0 (unknown; the loss masks them), and so do counted
@@ -286,7 +287,9 @@ def cli_value_data(args) -> int:
 # territory rules, and area rules give White a compensation we cannot know).
 
 TARGET_PLAYOUTS = 128
-TARGETS_VERSION = 2  # 2: no targets for disagreeing or handicap games (1 gave them targets)
+# 2: no targets for disagreeing or handicap games (1 gave them targets); 3: dead stones by whole
+# chains (players.DEAD), not stone by stone
+TARGETS_VERSION = 3
 TARGETS_NOTE = "alphalite dataset with value targets (final ownership and score of counted games)"
 _judges: dict = {}
 
