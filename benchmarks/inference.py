@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 
 import numpy as np
 
@@ -30,16 +29,11 @@ from sl_train import _time_interleaved, torch_resnet
 
 
 def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                flags = open("/proc/cpuinfo").read()
-                isa = [f for f in ("avx512f", "avx512_bf16", "amx_tile", "avx2") if f" {f}" in flags]
-                return f"{name} ({', '.join(isa)})"
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """The host's CPU model and the ISA extensions that decide our speeds (``runtime.cpu``)."""
+    from alphalite.runtime import cpu
+
+    isa = [f for f in ("avx512f", "avx512_bf16", "amx_tile", "avx2") if f in cpu.flags()]
+    return f"{cpu.name()} ({', '.join(isa)})"
 
 
 def main(argv=None) -> int:

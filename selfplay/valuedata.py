@@ -411,7 +411,7 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
     progress: a rerun judges it again."""
     from tqdm import tqdm
 
-    from alphalite.runtime import process_pool
+    from alphalite.runtime import interrupt_on_sigterm, process_pool
 
     src, out = Path(src), Path(out)
     if playouts < 1:
@@ -428,11 +428,15 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
     if index is None:
         index = {**index_src, "note": TARGETS_NOTE, "shards": [],
                  "value_targets": {"options": opts, "judged": {}}}
-        for s in index_src["shards"]:  # targets unknown until judged
-            a = dataset.read_shard(src / s["file"])
-            G = a["size"].shape[0]
-            a["score"], a["ownership"] = np.full(G, np.nan, np.float32), np.zeros((G, width), np.int8)
-            index["shards"].append(dataset.write_arrays(out, s["file"], s["split"], a))
+        undo = interrupt_on_sigterm()  # stopped here, nothing is indexed: a rerun copies again
+        try:
+            for s in index_src["shards"]:  # targets unknown until judged
+                a = dataset.read_shard(src / s["file"])
+                G = a["size"].shape[0]
+                a["score"], a["ownership"] = np.full(G, np.nan, np.float32), np.zeros((G, width), np.int8)
+                index["shards"].append(dataset.write_arrays(out, s["file"], s["split"], a))
+        finally:
+            undo()
         files.write_json_atomic(out / "index.json", index)
     order = {"test": 0, "val": 1, "train": 2}
     todo = sorted((s for s in index["shards"] if s["file"] not in index["value_targets"]["judged"]),
@@ -486,6 +490,10 @@ def cli_value_targets(args) -> int:
     except (dataset.DatasetError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # while copying the dataset, before any shard was judged
+        print(f"value-targets: interrupted while copying the dataset into {args.out}; nothing is judged yet: "
+              "rerun the same command to start again", file=sys.stderr)
+        return 130
     if res["stopped"] == "interrupted":
         print(f"value-targets: interrupted; {res['shards_judged']} of {res['shards']} shards judged are kept in "
               f"{res['out']} (the one in progress is dropped); rerun the same command to continue",

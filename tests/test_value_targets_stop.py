@@ -87,3 +87,28 @@ def test_ctrl_c_stops_the_workers_job_at_once_without_tracebacks(tmp_path):
     assert time.time() - t0 < 10 and proc.returncode == 130, (proc.returncode, stderr)
     assert stderr.count("\n") == 1 and stderr.startswith("value-targets: interrupted; 0 of 1 "), stderr
     assert json.loads(stdout)["stopped"] == "interrupted"
+
+
+def test_a_kill_while_copying_says_so_and_a_rerun_starts_again(tmp_path, monkeypatch, capsys):
+    """The copy before any judging (every shard, targets unknown) stopped by
+    kill: one line and exit 130, no index (so nothing half-copied is taken
+    for a dataset), and the rerun copies and judges it all."""
+    data = tmp_path / "data"
+    dataset.build([SAMPLE], data, jobs=1, shard_games=50, val_frac=0, test_frac=0, progress=False)
+    real, calls = dataset.write_arrays, []
+
+    def write(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dataset, "write_arrays", write)
+    argv = ["value-targets", str(data), "--out", str(tmp_path / "tv"), "--playouts", "8", "--quiet"]
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("value-targets: interrupted while copying the dataset") and err.count("\n") == 1, err
+    assert not (tmp_path / "tv" / "index.json").exists()
+    monkeypatch.setattr(dataset, "write_arrays", real)
+    assert cli.main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["shards_judged"] == 4
