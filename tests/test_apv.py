@@ -447,9 +447,9 @@ def test_player_judges_from_its_own_search(policies):
     b5 = coords.from_gtp("B5", 9)
     p = players.ApvPlayer(Net(), *policies, visits=300)
     try:
-        own, margin, stdev, rollouts = p.territory(state, 200)
+        own, margin, stdev, sims = p.territory(state, 200)
         last = p.last
-        assert rollouts == last.rollouts >= 200 and own.shape == (81,)
+        assert sims == last.simulations >= 200 and last.rollouts >= 200 and own.shape == (81,)
         # B5's owner over 200 rollouts is Black about 0.55 (0.46-0.64 in runs
         # here): the white stone is dead, though the rollouts let it live at times
         assert own[b5] > 0.2 and (own.reshape(9, 9)[:, 3] > 0.5).all() and (own.reshape(9, 9)[:, 4] < -0.5).all()

@@ -35,7 +35,7 @@ class Territory(NamedTuple):
     ownership: np.ndarray  # float64 [size*size] in [-1, 1], black's view (+1 black), row 0 the top row
     margin: float  # mean final area, black minus white minus komi
     stdev: float  # its standard deviation over the playouts
-    playouts: int  # how many it rests on (fewer than asked: cut short by a clock)
+    playouts: int  # how many it rests on, or the simulations of the search it is from (fewer than asked: cut short)
 
 
 def playout_territory(state: board.GoState, playouts: int, seed: int, policy=None,

@@ -793,7 +793,8 @@ class ApvPlayer:
     def territory(self, state, rollouts: int, max_seconds: float | None = None):
         """The search's own view of the end of the game from ``state``:
         (ownership float64 [size*size], black +1; mean final area margin,
-        black minus white minus komi; its spread; the rollouts it rests on), over the rollouts of the
+        black minus white minus komi; its spread; the simulations of the search it comes from, fewer
+        than ``rollouts`` only when ``max_seconds`` cut it short), over the rollouts of the
         last search when that searched this position with at least
         ``rollouts`` of them, else of a search of ``rollouts`` more now, or
         fewer if ``max_seconds`` ends it first (the next search of the
@@ -804,7 +805,9 @@ class ApvPlayer:
         if last is None or prev is None or last.rollouts < rollouts or moves_since(prev[0], state) != []:
             self.run(state, max_visits=max(int(rollouts), 1), max_seconds=max_seconds)
             last = self.last
-        return last.ownership.astype(np.float64), last.margin, last.margin_stdev, int(last.rollouts)
+        # simulations, not the rollouts they hold: near the end of a game many end in the tree at
+        # two passes, so a whole search of 128 held 28-52 rollouts and read as cut short
+        return last.ownership.astype(np.float64), last.margin, last.margin_stdev, int(last.simulations)
 
     def _reused_tree(self, state):
         """The last search's tree advanced along the moves played since."""
