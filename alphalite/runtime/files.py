@@ -13,19 +13,42 @@ from typing import Any
 def write_atomic(path: str | os.PathLike, write) -> None:
     """``write(f)`` (a binary file) into a temporary file beside ``path``,
     fsync, then rename: readers see the old file or the whole new one,
-    never half of it. Creates the parent folder."""
+    never half of it. Creates the parent folder. Ctrl-C or a kill (whose
+    handler raises) leaves no temporary file: they are held while it is
+    made, so that one arriving then is raised where it is cleaned up."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    held = _hold_signals()
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        held = _release(held)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
+        _release(held)
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _hold_signals():
+    """Block SIGINT and SIGTERM for this thread (their handlers run once
+    released); the mask to restore, or None where there is no such call."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _release(held) -> None:
+    import signal
+
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
