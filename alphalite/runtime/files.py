@@ -15,7 +15,7 @@ def write_atomic(path: str | os.PathLike, write) -> None:
     fsync, then rename: readers see the old file or the whole new one,
     never half of it. Creates the parent folder. Ctrl-C or a kill (whose
     handler raises) leaves no temporary file: they are held while it is
-    made, so that one arriving then is raised where it is cleaned up."""
+    made, so that one arriving then acts where it is cleaned up."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     held = _hold_signals()
@@ -29,26 +29,43 @@ def write_atomic(path: str | os.PathLike, write) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        _release(held)
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        _release(held)
 
 
 def _hold_signals():
-    """Block SIGINT and SIGTERM for this thread (their handlers run once
-    released); the mask to restore, or None where there is no such call."""
+    """Until ``_release``: SIGINT and SIGTERM are only noted (their handlers,
+    ours or Python's Ctrl-C, would raise anywhere). Python runs signal
+    handlers in the main thread only, so elsewhere there is nothing to hold
+    (None). A per-thread signal mask would not do: the signal goes to a
+    thread that does not block it (a pool's), and the main thread still
+    runs the handler."""
     import signal
+    import threading
 
-    if not hasattr(signal, "pthread_sigmask"):
+    if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    got: list[int] = []
+    saved = {s: signal.signal(s, lambda n, frame: got.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    return saved, got
 
 
 def _release(held) -> None:
+    """Restore the handlers ``_hold_signals`` replaced and send again what
+    arrived meanwhile: each handler acts here, where the caller cleans up."""
     import signal
 
-    if held is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    if held is None:
+        return None
+    saved, got = held
+    for s, h in saved.items():
+        signal.signal(s, h if h is not None else signal.SIG_DFL)
+    pending = list(dict.fromkeys(got))
+    got.clear()  # a second release (the caller's finally) sends nothing again
+    for n in pending:
+        signal.raise_signal(n)
+    return None
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
