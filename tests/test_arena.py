@@ -22,6 +22,7 @@ from alphalite.arena import tournament as arena
 from alphalite.go import sgf
 from alphalite.arena.tournament import EngineSpec, Tournament
 from alphalite.go.gtpclient import find_gnugo
+from tests.conftest import popen_interruptible
 
 FAKE = r"""
 import os, sys, time
@@ -316,17 +317,8 @@ def test_stopped_run_resumes(tmp_path, fake, sig, code, jobs):
     argv = [sys.executable, "-m", "alphalite.cli", "arena", "--engine", f"a={slow.command}",
             "--engine", f"b={fake('b', 'pass').command}", "--games", "6", "--size", "5",
             "--referee", "none", "--quiet", "--jobs", str(jobs), "--out", str(tmp_path)]
-    # Ctrl-C as from a terminal: a test run started in the background by a
-    # non-interactive shell (nohup cmd &) inherits SIGINT ignored, and so
-    # would the arena. A handled signal is reset to the default at exec, so
-    # the test handles it while it starts the arena (a preexec_fn would fork
-    # this process, JAX's threads and all, and run Python in the child).
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    # Ctrl-C as from a terminal, also in a test run started in the background (nohup cmd &)
+    proc = popen_interruptible(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     path = tmp_path / "results.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline and len(arena.read_results(path)) < 2:

@@ -15,6 +15,7 @@ import pytest
 from alphalite import cli
 from alphalite.data import dataset
 from selfplay import valuedata
+from tests.conftest import popen_interruptible
 
 SAMPLE = Path(__file__).parent / "data" / "tygem-sample.tar.gz"
 
@@ -65,13 +66,7 @@ def test_ctrl_c_stops_the_workers_job_at_once_without_tracebacks(tmp_path):
     out = tmp_path / "tv"
     argv = [sys.executable, "-m", "alphalite.cli", "value-targets", str(data), "--out", str(out), "--jobs", "2",
             "--playouts", "3000", "--quiet"]  # many playouts: a shard takes a minute
-    # a background test run inherits SIGINT ignored; a handled one is reset to the default at exec
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    proc = popen_interruptible(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 60
     while time.time() < deadline and not (out / "index.json").exists():  # the copy is made: judging begins
         time.sleep(0.05)
