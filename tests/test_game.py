@@ -58,6 +58,26 @@ def test_play_undo_and_a_failed_play_change_nothing_else():
     assert board.stones(g.state).sum() == 2
 
 
+def test_two_passes_by_one_colour_do_not_end_the_game():
+    """``play b pass`` twice: the second pass replaces the first (it did
+    count as two, and the game was over); then White's pass ends it."""
+    g, _ = _game()
+    g.play(BLACK, _at("E5"))
+    g.play(BLACK, 81)
+    g.play(BLACK, 81)
+    assert g.state.passes == 1 and not g.state.is_over and g.state.to_play == WHITE
+    g.play(WHITE, 81)
+    assert g.state.is_over
+    # passes out of turn: still one while the same colour makes them
+    h, _ = _game()
+    h.play(WHITE, 81)
+    h.play(WHITE, 81)
+    h.play(WHITE, 81)
+    assert h.state.passes == 1 and not h.state.is_over
+    h.play(BLACK, 81)
+    assert h.state.is_over
+
+
 def test_komi_changes_every_position():
     g, resets = _game()
     g.play(BLACK, _at("E5"))

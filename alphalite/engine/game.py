@@ -83,8 +83,10 @@ class Game:
     def play(self, color: int, move: int, start: board.GoState | None = None) -> board.GoState:
         """Play ``move`` for ``color`` (after two passes too: the game goes
         on); ``board.IllegalMove`` leaves the record as it was. ``start``:
-        the last position as the move was chosen in (``with_to_play`` of it)."""
-        new = board.play(resume(self.state) if start is None else start, move, color)
+        the last position as the move was chosen in (``with_to_play`` of it).
+        Two passes in a row end the game only when by both players: a
+        colour's second pass replaces its first (``with_to_play``)."""
+        new = board.play(with_to_play(self.state, color) if start is None else start, move, color)
         self.stack.append(new)
         self.moves.append((color, move))
         return new
