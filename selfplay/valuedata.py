@@ -414,8 +414,13 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
     from alphalite.runtime import interrupt_on_sigterm, process_pool
 
     src, out = Path(src), Path(out)
-    if playouts < 1:
-        raise ValueError(f"--playouts must be >= 1 (the rollouts that settle the dead stones), got {playouts}")
+    # values no run can use, refused before anything is written (as dataset.build words it)
+    for flag, ok, want, got in (
+            ("--playouts", playouts >= 1, ">= 1 (the rollouts that settle the dead stones)", playouts),
+            ("--jobs", jobs >= 1, ">= 1", jobs),  # 0 and below ran on one process, unsaid
+            ("--max-minutes", max_minutes >= 0, ">= 0 (0: no limit)", max_minutes)):  # < 0 stopped at once
+        if not ok:
+            raise ValueError(f"{flag} must be {want}, got {got!r}")
     if src.resolve() == out.resolve():
         raise dataset.DatasetError("--out must be another folder than the source dataset")
     index_src = dataset.read_index(src)

@@ -1,6 +1,7 @@
 """`alphalite value-targets` stopped by Ctrl-C or kill: it stops at once
 (not after the shard in progress, which takes minutes), says so in one
-line, keeps every shard judged before and resumes with the rest."""
+line, keeps every shard judged before and resumes with the rest; values
+it cannot use are refused before it starts."""
 
 import json
 import os
@@ -107,3 +108,14 @@ def test_a_kill_while_copying_says_so_and_a_rerun_starts_again(tmp_path, monkeyp
     monkeypatch.setattr(dataset, "write_arrays", real)
     assert cli.main(argv) == 0
     assert json.loads(capsys.readouterr().out)["shards_judged"] == 4
+
+
+@pytest.mark.parametrize("flag,value", [("--max-minutes", "-1"), ("--jobs", "0"), ("--jobs", "-2"),
+                                        ("--playouts", "0")])
+def test_values_no_run_can_use_are_refused_naming_the_flag(tmp_path, capsys, flag, value):
+    """As `data build` refuses them: --max-minutes -1 stopped at once as at its
+    time limit (exit 0), --jobs 0 or below ran on one process unsaid."""
+    code = cli.main(["value-targets", str(tmp_path / "data"), "--out", str(tmp_path / "tv"), flag, value, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {flag} must be "), err
+    assert not (tmp_path / "tv").exists()  # refused before anything was written
