@@ -471,6 +471,39 @@ def test_player_judges_from_its_own_search(policies):
         p.close()
 
 
+def test_player_judges_near_the_end_from_a_whole_search_it_just_made(policies):
+    """Near the end many simulations end in the tree at two passes, so a
+    whole search holds fewer rollouts than simulations: the judge takes it
+    as it is (it searched again, comparing rollouts with the simulations
+    asked)."""
+    from alphalite.engine import players
+
+    class Net:
+        size, preset, inference, value_model, has_value, has_ownership = 9, PRESET, "jax", None, False, False
+        params = None
+        net_fn = staticmethod(flat_net())
+
+    # every point settled but E5; Black has passed, so White's pass ends the game
+    rows = []
+    for r in range(9):
+        eye = r in (1, 4, 7)
+        rows.append(("X . X X " if eye else "X X X X ") + ("X" if r < 4 else "." if r == 4 else "O")
+                    + (" O . O O" if eye else " O O O O"))
+    state = board.play(board.parse_diagram("\n".join(rows) + "\n", komi=7.0), 81)
+    p = players.ApvPlayer(Net(), *policies, visits=300)
+    runs = []
+    real = p.run
+    p.run = lambda *a, **kw: (runs.append(kw.get("max_visits")), real(*a, **kw))[1]
+    try:
+        p.run(state, max_visits=120)
+        last = p.last
+        assert last.rollouts < last.simulations == 120  # about half ended at two passes
+        *_, sims = p.territory(state, 100)
+        assert p.last is last and sims == 120 and runs == [120]
+    finally:
+        p.close()
+
+
 @pytest.mark.slow
 def test_self_play_through_gtp_ends_by_passing_before_the_cap():
     """The whole move decision (search, pass, judge) in a game against

@@ -796,17 +796,18 @@ class ApvPlayer:
         black minus white minus komi; its spread; the simulations of the search it comes from, fewer
         than ``rollouts`` only when ``max_seconds`` cut it short), over the rollouts of the
         last search when that searched this position with at least
-        ``rollouts`` of them, else of a search of ``rollouts`` more now, or
+        ``rollouts`` simulations, else of a search of ``rollouts`` more now, or
         fewer if ``max_seconds`` ends it first (the next search of the
         position goes on with its tree). A finished game is judged as if
         play went on."""
         state = resume(state)
         last, prev = self.last, self._prev
-        if last is None or prev is None or last.rollouts < rollouts or moves_since(prev[0], state) != []:
+        # simulations, not the rollouts they hold, both here and returned: near the end of a game many
+        # end in the tree at two passes, so a whole search of 128 held 28-52 rollouts and read as cut
+        # short (and was searched again)
+        if last is None or prev is None or last.simulations < rollouts or moves_since(prev[0], state) != []:
             self.run(state, max_visits=max(int(rollouts), 1), max_seconds=max_seconds)
             last = self.last
-        # simulations, not the rollouts they hold: near the end of a game many end in the tree at
-        # two passes, so a whole search of 128 held 28-52 rollouts and read as cut short
         return last.ownership.astype(np.float64), last.margin, last.margin_stdev, int(last.simulations)
 
     def _reused_tree(self, state):
