@@ -214,6 +214,33 @@ def test_a_resumed_run_keeps_the_best_its_last_evaluation_found(sample_data, tmp
     assert "--total-steps 3 -> 5: the cosine schedule now spans 5 steps" in capsys.readouterr().out
 
 
+def test_a_resumed_run_does_not_compare_with_a_best_validated_unmasked(sample_data, tmp_path, monkeypatch, capsys):
+    """A --masked false run saved before validation was always masked (no
+    mark with its best): its best top-1 counted illegal points, so the
+    resumed run says so and its next validation replaces it, even if lower."""
+    real_save, real_eval = checkpoint.save, train.evaluate
+
+    def unmarked(mgr, step, state, meta):  # as saved before the mark
+        real_save(mgr, step, state, {k: v for k, v in meta.items() if k != "validation"})
+
+    monkeypatch.setattr(checkpoint, "save", unmarked)
+    cfg = train.SLConfig(data=str(sample_data), model="b1c8", batch_size=16, total_steps=3, eval_every=5,
+                         eval_positions=64, checkpoint_every=3, log_every=3, masked=False)
+    run = tmp_path / "run"
+    train.train_and_evaluate(cfg, run, progress=False)
+    assert checkpoint.manager(run / "best").latest_step() == 3
+    monkeypatch.setattr(checkpoint, "save", real_save)
+    monkeypatch.setattr(train, "evaluate", lambda *a, **kw: {**real_eval(*a, **kw), "top1": 0.0})
+    capsys.readouterr()
+    train.train_and_evaluate(dataclasses.replace(cfg, total_steps=5), run, progress=False)
+    out = capsys.readouterr().out
+    assert out.count("the stored best (best_val_top1 ") == 1 and "validated on the unmasked policy" in out, out
+    best = checkpoint.manager(run / "best")
+    assert best.latest_step() == 5 and checkpoint.restore_meta(best)["validation"] == "masked"
+    # an unmarked best of a --masked true run was validated masked already: kept
+    assert train._validation_of({}, masked=True) == train.VALIDATION == "masked"
+
+
 def test_schedule_note_gives_the_rate_before_and_after_a_new_total():
     cfg = train.SLConfig(learning_rate=0.1, schedule="cosine", warmup_steps=10, total_steps=200)
     _, schedule = train.make_optimizer(cfg)

@@ -102,6 +102,8 @@ class SLConfig:
 # Fields a resumed run may change; everything else must match config.json.
 RESUMABLE_OVERRIDES = ("total_steps", "max_minutes", "eval_every", "eval_positions",
                        "checkpoint_every", "log_every", "data", "loader_threads")
+# in-training validation scores the masked policy (illegal points out), whatever --masked
+VALIDATION = "masked"
 
 
 def make_optimizer(cfg: SLConfig):
@@ -270,6 +272,12 @@ def _check_resume(cfg: SLConfig, workdir: Path) -> int:
         raise ValueError(f"{workdir} holds a run with a different config ({', '.join(diff)}); "
                          "use another --workdir or the same settings")
     return int(saved.get("total_steps", cfg.total_steps))
+
+
+def _validation_of(meta: dict, masked: bool) -> str:
+    """How the policy behind ``meta``'s best was validated: its mark; a run
+    saved before the mark validated the policy it trained (``--masked``)."""
+    return meta.get("validation", "masked" if masked else "unmasked")
 
 
 def _schedule_note(cfg: SLConfig, schedule, old_total: int, step: int) -> str:
@@ -442,16 +450,27 @@ def train_and_evaluate(cfg: SLConfig, workdir: str | Path, *, progress: bool = T
     # policy-value net both its losses as it trains them (either head may have started fresh)
     best_key = ("best_val_ownership" if cfg.heads_only else "best_val_neg_pv_loss" if is_pv
                 else "best_val_neg_mse" if is_value else "best_val_top1")
-    meta = {"step": 0, best_key: -1e9 if is_value or is_pv else -1.0, "seconds": 0.0}
+    no_best = -1e9 if is_value or is_pv else -1.0
+    # how the policy in the best's score was validated, saved with it: a resume compares like with like
+    scored = None if is_value or cfg.heads_only else VALIDATION
+    meta = {"step": 0, best_key: no_best, "seconds": 0.0, **({"validation": scored} if scored else {})}
     restored = ckpt.restore(mgr, state)
     if restored is not None:
         state, meta = restored
         meta.setdefault(best_key, -1e9)  # a pv run saved before its key changed: its next evaluation sets it
-        # the last checkpoint is saved before the run's last evaluation, which may have set a new best
-        best = ckpt.restore_meta(best_mgr)
-        if best is not None and best.get(best_key) is not None:
-            meta[best_key] = max(meta[best_key], best[best_key])
         print(f"resumed {workdir} at step {meta['step']}", flush=True)
+        # the last checkpoint is saved before the run's last evaluation, which may have set a new best;
+        # a best validated another way (an older run's unmasked policy) is not compared with this one's
+        stored = [m for m in (meta, ckpt.restore_meta(best_mgr)) if m is not None and m.get(best_key) is not None]
+        alike = [m for m in stored if scored is None or _validation_of(m, cfg.masked) == scored]
+        unlike = [m for m in stored if m not in alike and m[best_key] > no_best]
+        if unlike:
+            print(f"the stored best ({best_key} {max(m[best_key] for m in unlike):.4g}) was validated on the "
+                  f"{_validation_of(unlike[0], cfg.masked)} policy, not the {scored} one: the next validation "
+                  "replaces it", flush=True)
+        meta[best_key] = max([m[best_key] for m in alike], default=no_best)
+        if scored is not None:
+            meta["validation"] = scored
         note = _schedule_note(cfg, schedule, old_total, int(meta["step"]))
         if note:
             print(note, flush=True)
