@@ -5,6 +5,7 @@ import pytest
 
 from alphalite.go import board as bd
 from alphalite.go import patterns as pt
+from alphalite.go.tactics import bad_self_atari
 from alphalite.train import patterns as tp
 
 
@@ -137,7 +138,7 @@ def test_nakade_point_after_capture_of_three():
     assert pt.nakade_point(S, 9) == _padded(1, 2, 7)
 
 
-def test_sampler_plays_legal_moves_and_fills_no_eye():
+def test_sampler_plays_legal_moves_and_fills_no_eye_nor_gives_stones_away():
     rng = np.random.default_rng(0)
     keys = [pt._key(t, 0) for t in (pt.T_SAVE, pt.T_NBR, pt.T_NAKADE)]
     rt = pt.rollout_tables(*pt.table_from(np.array(keys), rng.normal(0, 2, (2, len(keys)))))
@@ -152,13 +153,34 @@ def test_sampler_plays_legal_moves_and_fills_no_eye():
             stone = int(meta[bd.M_TOPLAY])
             W = size + 2
             ok = {p for p in range(len(B.color)) if B.color[p] == 0 and bd.legal_reason(B, p, stone) == bd.LEGAL
-                  and not bd.is_eye(B.color, p, stone, W)}
+                  and not bd.is_eye(B.color, p, stone, W) and not bad_self_atari(B, p, stone)}
             pt.rollout(B, S, rt, lcg, 1)
             last = int(B.meta[bd.M_LAST])
             if last == size * size:
                 assert not ok
             else:
                 assert _padded(last // size, last % size, size) in ok
+
+
+def test_rollouts_keep_a_seki_standing():
+    """The seki of test_board.SEKI: whoever fills a shared liberty loses
+    its group, so neither may (``tactics.bad_self_atari``) and every
+    rollout ends with both groups on the board, whoever moves first. (The
+    rollouts filled it in most playouts before, and the judge called one
+    side dead.)"""
+    from search.rollout import PatternPolicy
+    from tests.test_board import SEKI
+
+    rt = PatternPolicy.load("rollout19").rollout_tables()
+    lcg = np.array([7], np.int64)
+    for to_play in (bd.BLACK, bd.WHITE):
+        st = bd.parse_diagram(SEKI, komi=0.5, to_play=to_play)
+        before = bd.stones(st)
+        for _ in range(40):
+            B = st.copy_tuple(400)
+            pt.rollout(B, pt.state_for(B), rt, lcg, 300)
+            after = B.color.reshape(9, 9)[1:8, 1:8]
+            assert (after[before != 0] == before[before != 0]).all()
 
 
 def _planted_games(n_games, size, seed):

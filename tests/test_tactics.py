@@ -3,7 +3,7 @@
 import numpy as np
 
 from alphalite.go import board, coords
-from alphalite.go.tactics import ladder_captured, move_facts
+from alphalite.go.tactics import bad_self_atari, dead_shape, ladder_captured, move_facts
 from alphalite.nn import features
 
 # White O at C5 (row 4, col 4) in a ladder shape: black to chase down-left.
@@ -311,3 +311,72 @@ def test_ladder_reader_agrees_with_a_brute_force_reader():
                 assert ladder_captured(t.board_tuple, coords.to_padded(g, 7)) == want, (coords.to_gtp(g, 7), str(t))
                 checked[want] += 1
     assert checked[True] > 100 and checked[False] > 100, checked
+
+
+def _shape(cells, W=11):
+    return np.array([(r + 1) * W + c + 1 for r, c in cells], np.int64)
+
+
+def test_dead_eye_shapes():
+    """Spaces whose owner cannot make two eyes if the other side plays
+    first (the nakade shapes), and the living ones of the same sizes."""
+    dead = [[(0, 0)], [(0, 0), (0, 1)], [(0, 0), (0, 1), (0, 2)], [(0, 0), (0, 1), (1, 1)],
+            [(0, 0), (0, 1), (1, 0), (1, 1)],  # square four
+            [(0, 0), (0, 1), (0, 2), (1, 1)],  # pyramid four
+            [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)],  # bulky five
+            [(0, 1), (1, 0), (1, 1), (1, 2), (2, 1)],  # cross five
+            [(0, 1), (1, 0), (1, 1), (1, 2), (2, 1), (2, 2)]]  # rabbity six
+    alive = [[(0, 0), (0, 1), (0, 2), (0, 3)],  # straight four
+             [(0, 0), (1, 0), (2, 0), (2, 1)],  # bent four
+             [(0, 0), (0, 1), (1, 1), (1, 2)],  # zigzag four
+             [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4)],
+             [(0, 0), (0, 1), (0, 2), (1, 1), (2, 1)],  # a T of five
+             [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)],  # a block of six
+             [(0, c) for c in range(7)]]
+    for cells in dead:
+        assert dead_shape(_shape(cells), len(cells), 11), cells
+    for cells in alive:
+        assert not dead_shape(_shape(cells), len(cells), 11), cells
+
+
+def test_bad_self_atari_in_a_seki_and_a_nakade():
+    """Filling a liberty of test_board.SEKI gives a group away for nothing,
+    for either side (White's five would leave Black a dead shape, but Black
+    has eyes enough elsewhere). Inside a space that is White's only eye,
+    a two-stone self-atari that leaves a dead shape is a nakade and
+    allowed; with an eye elsewhere it is not. A capture, a lone throw-in and
+    a move that keeps two liberties are never bad."""
+    from tests.test_board import SEKI
+
+    s = board.parse_diagram(SEKI, komi=0.5).board_tuple
+    for stone in (board.BLACK, board.WHITE):
+        for r, c in ((0, 3), (1, 3)):  # D7, D6
+            assert bad_self_atari(s, _pt(r, c, 7), stone)
+    nakade = """
+        . . . . . . .
+        . O O O O O .
+        . O X . . O .
+        . O O O O O .
+        . . . . . . .
+        . . . . . . .
+        . . . . . . ."""
+    s = board.parse_diagram(nakade).board_tuple
+    assert not bad_self_atari(s, _pt(2, 3, 7), board.BLACK)  # two stones in atari; White's space of three dies
+    assert not bad_self_atari(s, _pt(2, 4, 7), board.BLACK)  # a lone stone in atari: a throw-in
+    rows = nakade.strip().splitlines()
+    rows[4], rows[5] = ". O . O . . .", ". O O O . . ."  # White's eye at C3
+    s = board.parse_diagram("\n".join(rows)).board_tuple
+    assert bad_self_atari(s, _pt(2, 3, 7), board.BLACK)
+    big = """
+        . . . . . . .
+        O O O O O O .
+        X X X X X O .
+        . . X X X O .
+        O O O O O O .
+        . . . . . . .
+        . . . . . . ."""
+    s = board.parse_diagram(big).board_tuple
+    assert bad_self_atari(s, _pt(3, 0, 7), board.BLACK)  # nine stones in atari, capturing nothing
+    assert not bad_self_atari(s, _pt(3, 0, 7), board.WHITE)  # only takes a liberty
+    s = board.parse_diagram(big.replace(". . X X X O .", "O . X X X O .")).board_tuple
+    assert not bad_self_atari(s, _pt(3, 1, 7), board.WHITE)  # a capture

@@ -40,6 +40,7 @@ import numpy as np
 from alphalite.go.board import (
     EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
     M_TOPLAY, M_LAST, WALL, borrow, borrowed, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
+from alphalite.go.tactics import bad_self_atari
 from alphalite.runtime.kernels import njit
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
@@ -680,8 +681,10 @@ def _own_atari(code):
 def rollout(B, S, rt, rng, max_moves):
     """With tables ``rt`` from ``rollout_tables``: play the rollout policy
     to the end of the game on ``B``/``S``
-    (sampling the softmax, never filling an own eye, passing only when no
-    other move is left). Returns the moves played."""
+    (sampling the softmax, never filling an own eye nor giving stones away
+    by a bad self-atari (``tactics.bad_self_atari``: what keeps a seki
+    standing), passing only when no other move is left). Returns the moves
+    played."""
     B = borrowed(B)  # no reference counting in the many small calls below
     S = (borrow(S[0]), borrow(S[1]), borrow(S[2]), borrow(S[3]), borrow(S[4]))
     meta = B.meta
@@ -763,7 +766,8 @@ def rollout(B, S, rt, rng, max_moves):
             if pick < 0:
                 break
             if is_eye(color, pick, stone, W) or legal_code(color, B.head, B.nxt, B.libs, meta, B.hist,
-                                                        B.bloom, B.zob, pick, stone) != LEGAL:
+                                                        B.bloom, B.zob, pick, stone) != LEGAL \
+                    or bad_self_atari(B, pick, stone):
                 skip[pick] = turn
                 total -= dyn[pick] if dmark[pick] == turn else gam[pick]
                 continue

@@ -34,8 +34,10 @@ from alphalite.go.board import (
     Board,
     copy_board,
     is_eye,
+    is_self_atari,
     joined_size,
     maybe_seen,
+    neighbour,
     play_flat,
     zobrist_index,
 )
@@ -332,3 +334,112 @@ def move_facts(B, scratch, p, me, out):
 def sensible(B, p, me, legal):
     """AlphaGo's sensibleness: legal and not filling one of the mover's own eyes."""
     return legal and not is_eye(B.color, p, me, B.meta[M_SIZE] + 2)
+
+
+# ---------------------------------------------------------------- bad self-atari
+
+NAKADE_MAX = 6  # the largest dead eye shape (rabbity six)
+
+
+@njit(cache=True)
+def dead_shape(pts, n, W):
+    """The ``n`` padded points ``pts`` (a connected space) are a dead eye
+    shape: who owns it cannot make two eyes there if the other side plays
+    first (three points or fewer, square and pyramid four, bulky and cross
+    five, rabbity six), read from how many of the others each point touches."""
+    if n <= 3:
+        return True
+    if n > NAKADE_MAX:
+        return False
+    by = np.zeros(5, np.int64)  # points by neighbours inside
+    for a in range(n):
+        k = 0
+        for b in range(n):
+            d = pts[a] - pts[b]
+            if d == 1 or d == -1 or d == W or d == -W:
+                k += 1
+        by[k] += 1
+    if n == 4:
+        return by[2] == 4 or by[3] == 1
+    if n == 5:
+        return by[4] == 1 or (by[3] == 1 and by[2] == 3 and by[1] == 1)
+    return by[4] == 1 and by[2] == 3 and by[1] == 2
+
+
+@njit(cache=True)
+def bad_self_atari(B, p, stone):
+    """``stone`` at empty padded ``p`` puts its own group of two or more
+    stones in atari, captures nothing, and the capture would not leave the
+    opponent a dead eye shape that it needs: the move only gives stones
+    away. Pachi's playouts refuse such moves (``is_bad_selfatari``), which
+    is what keeps a seki standing to the end of a rollout; this is its core
+    (captures, throw-ins and nakade allowed; its escape and throw-in
+    refinements left out). A nakade is allowed only while no opponent group
+    beside the stones has a one-point eye elsewhere: with one, killing its
+    eye space gains nothing."""
+    color = B.color
+    head = B.head
+    nxt = B.nxt
+    libs = B.libs
+    W = B.meta[M_SIZE] + 2
+    for i in range(4):
+        q = neighbour(p, W, i)
+        if color[q] == -stone and libs[head[q]] == 1:
+            return False  # a capture
+    if not is_self_atari(B, p, stone, True):
+        return False
+    n = joined_size(B, p, stone)
+    if n < 2:
+        return False
+    if n > NAKADE_MAX:
+        return True
+    pts = np.empty(NAKADE_MAX, np.int64)
+    pts[0] = p
+    k = 1
+    for i in range(4):
+        q = neighbour(p, W, i)
+        if color[q] != stone:
+            continue
+        g = head[q]
+        seen = False
+        for j in range(k):
+            if head[pts[j]] == g and pts[j] != p:
+                seen = True
+        if seen:
+            continue
+        s = g
+        while True:
+            pts[k] = s
+            k += 1
+            s = nxt[s]
+            if s == g:
+                break
+    if not dead_shape(pts, n, W):
+        return True
+    # the opponent groups around the stones: an eye of theirs elsewhere
+    done = np.full(4 * NAKADE_MAX, -1, np.int64)
+    nd = 0
+    for a in range(n):
+        for i in range(4):
+            q = neighbour(pts[a], W, i)
+            if color[q] != -stone:
+                continue
+            g = head[q]
+            seen = False
+            for j in range(nd):
+                if done[j] == g:
+                    seen = True
+            if seen:
+                continue
+            done[nd] = g
+            nd += 1
+            s = g
+            while True:
+                for j in range(4):
+                    e = neighbour(s, W, j)
+                    if color[e] == EMPTY and e != p and is_eye(color, e, -stone, W):
+                        return True
+                s = nxt[s]
+                if s == g:
+                    break
+    return False
