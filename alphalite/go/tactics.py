@@ -382,11 +382,21 @@ def bad_self_atari(B, p, stone):
     nxt = B.nxt
     libs = B.libs
     W = B.meta[M_SIZE] + 2
+    # rollouts ask at every move: most moves are settled by their four neighbours
+    empties = 0
+    friend = False
     for i in range(4):
         q = neighbour(p, W, i)
-        if color[q] == -stone and libs[head[q]] == 1:
+        c = color[q]
+        if c == EMPTY:
+            empties += 1
+        elif c == stone:
+            if libs[head[q]] >= 3:
+                return False
+            friend = True
+        elif c == -stone and libs[head[q]] == 1:
             return False  # a capture
-    if not is_self_atari(B, p, stone, True):
+    if not friend or empties >= 2 or not is_self_atari(B, p, stone, True):
         return False
     n = joined_size(B, p, stone)
     if n < 2:
