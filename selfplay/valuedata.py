@@ -202,6 +202,17 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     games (or ``max_seconds`` pass). Returns a summary dict."""
     from tqdm import tqdm
 
+    # values no run can use, refused before anything is loaded or written (as build_targets words it)
+    for flag, ok, want, got in (
+            ("--games", games >= 0, ">= 0", games),
+            ("--batch", batch >= 1, ">= 1", batch),  # 0 looped for ever, playing nothing
+            ("--temperature", np.isfinite(temperature) and temperature >= 0, ">= 0 (0: the likeliest move)",
+             temperature),
+            ("--u-max", u_max is None or u_max >= 0, ">= 0", u_max),
+            ("--max-minutes", np.isfinite(max_seconds) and max_seconds >= 0, ">= 0 (0: no limit)",
+             max_seconds / 60)):  # < 0 stopped at once
+        if not ok:
+            raise ValueError(f"{flag} must be {want}, got {got!r}")
     sl = load_policy(sl_checkpoint)
     size = sl["size"]
     rl_checkpoint = rl_checkpoint or default_rl_checkpoint(size)
@@ -288,8 +299,8 @@ def cli_value_data(args) -> int:
 
 TARGET_PLAYOUTS = 128
 # 2: no targets for disagreeing or handicap games (1 gave them targets); 3: dead stones by whole
-# chains (players.DEAD), not stone by stone
-TARGETS_VERSION = 3
+# chains (players.DEAD), not stone by stone; 4: rollouts without bad self-ataris (a seki stands)
+TARGETS_VERSION = 4
 TARGETS_NOTE = "alphalite dataset with value targets (final ownership and score of counted games)"
 _judges: dict = {}
 

@@ -86,6 +86,20 @@ def _bias_policy(path, size, prefer_low: bool):
     return str(path)
 
 
+@pytest.mark.parametrize("flag,value", [("--batch", "0"), ("--games", "-1"), ("--max-minutes", "-1"),
+                                        ("--temperature", "nan"), ("--u-max", "-3")])
+def test_value_data_refuses_values_no_run_can_use(tmp_path, capsys, flag, value):
+    """One line naming the flag, exit 2, nothing written: --batch 0 looped for
+    ever playing nothing, --max-minutes -1 stopped at once as at its limit."""
+    from alphalite import cli
+
+    code = cli.main(["value-data", "--sl", str(tmp_path / "none"), "--out", str(tmp_path / "vd"), flag, value,
+                     "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"alphalite: error: {flag} must be "), err
+    assert not (tmp_path / "vd").exists()
+
+
 @pytest.mark.slow
 def test_value_data_follows_the_protocol_and_resumes(tmp_path):
     from selfplay import valuedata
