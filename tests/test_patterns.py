@@ -162,25 +162,45 @@ def test_sampler_plays_legal_moves_and_fills_no_eye_nor_gives_stones_away():
                 assert _padded(last // size, last % size, size) in ok
 
 
-def test_rollouts_keep_a_seki_standing():
-    """The seki of test_board.SEKI: whoever fills a shared liberty loses
-    its group, so neither may (``tactics.bad_self_atari``) and every
-    rollout ends with both groups on the board, whoever moves first. (The
-    rollouts filled it in most playouts before, and the judge called one
-    side dead.)"""
+def test_rollouts_keep_a_seki_standing_and_still_kill_by_nakade():
+    """The seki of test_board.SEKI, and the same with open points around it
+    (Black's outer group alive by territory): whoever fills a shared
+    liberty loses its group, so neither may (``tactics.bad_self_atari``)
+    and every rollout ends with both groups on the board, whoever moves
+    first. (Before, the rollouts filled it in most playouts and the judge
+    called one side dead.) A White ring whose only space is three points
+    with a Black stone in the middle still dies: the stones Black must give
+    up there are a nakade."""
     from search.rollout import PatternPolicy
     from tests.test_board import SEKI
+    from tests.test_tactics import SEKI_BY_TERRITORY
 
     rt = PatternPolicy.load("rollout19").rollout_tables()
     lcg = np.array([7], np.int64)
+    seki = [(0, 2), (1, 2), (2, 2), (2, 3), (0, 4), (1, 4), (2, 4)]  # White's C7-C6-C5-D5, Black's E7-E6-E5
+    killed = 0
     for to_play in (bd.BLACK, bd.WHITE):
-        st = bd.parse_diagram(SEKI, komi=0.5, to_play=to_play)
-        before = bd.stones(st)
+        for diagram in (SEKI, SEKI_BY_TERRITORY):
+            st = bd.parse_diagram(diagram, komi=0.5, to_play=to_play)
+            before = bd.stones(st)
+            for _ in range(40):
+                B = st.copy_tuple(400)
+                pt.rollout(B, pt.state_for(B), rt, lcg, 300)
+                after = B.color.reshape(9, 9)[1:8, 1:8]
+                assert all(after[r, c] == before[r, c] for r, c in seki)
+        ring = bd.parse_diagram("""
+            X X X X X X X
+            X O O O O O X
+            X O . X . O X
+            X O O O O O X
+            X X X X X X X
+            . . . . . . .
+            . . . . . . .""", to_play=to_play)
         for _ in range(40):
-            B = st.copy_tuple(400)
+            B = ring.copy_tuple(400)
             pt.rollout(B, pt.state_for(B), rt, lcg, 300)
-            after = B.color.reshape(9, 9)[1:8, 1:8]
-            assert (after[before != 0] == before[before != 0]).all()
+            killed += B.color[(1 + 1) * 9 + 1 + 1] != bd.WHITE  # B6 (row 1, col 1): a stone of the ring
+    assert killed >= 72, killed  # of 80 (199 and 200 of 200 measured)
 
 
 def _planted_games(n_games, size, seed):

@@ -342,31 +342,38 @@ def test_dead_eye_shapes():
 def test_bad_self_atari_in_a_seki_and_a_nakade():
     """Filling a liberty of test_board.SEKI gives a group away for nothing,
     for either side (White's five would leave Black a dead shape, but Black
-    has eyes enough elsewhere). Inside a space that is White's only eye,
-    a two-stone self-atari that leaves a dead shape is a nakade and
-    allowed; with an eye elsewhere it is not. A capture, a lone throw-in and
-    a move that keeps two liberties are never bad."""
+    has eyes enough elsewhere), and so it does when Black's outer group
+    lives by territory instead of eyes. In a space that is all a White group
+    has left, a two-stone self-atari that leaves a dead shape is a nakade
+    and allowed; not while White keeps an eye elsewhere, nor in the open.
+    A capture, a lone throw-in and a move that keeps two liberties are
+    never bad."""
     from tests.test_board import SEKI
 
-    s = board.parse_diagram(SEKI, komi=0.5).board_tuple
-    for stone in (board.BLACK, board.WHITE):
-        for r, c in ((0, 3), (1, 3)):  # D7, D6
-            assert bad_self_atari(s, _pt(r, c, 7), stone)
-    nakade = """
+    for diagram in (SEKI, SEKI_BY_TERRITORY):
+        s = board.parse_diagram(diagram, komi=0.5).board_tuple
+        for stone in (board.BLACK, board.WHITE):
+            for r, c in ((0, 3), (1, 3)):  # D7, D6
+                assert bad_self_atari(s, _pt(r, c, 7), stone), (r, c, stone)
+    s = board.parse_diagram(NAKADE).board_tuple
+    assert not bad_self_atari(s, _pt(2, 3, 7), board.BLACK)  # two stones in atari; White's space of three dies
+    assert not bad_self_atari(s, _pt(2, 4, 7), board.BLACK)  # a lone stone in atari: a throw-in
+    rows = NAKADE.strip().splitlines()
+    rows[4:] = ["X O . O X X X", "X O O O X . .", "X X X X X . ."]  # White's second eye at C3
+    s = board.parse_diagram("\n".join(rows)).board_tuple
+    assert bad_self_atari(s, _pt(2, 3, 7), board.BLACK)
+    s = board.parse_diagram(NAKADE.replace("X X X X X X X", ". . . . . . .")).board_tuple
+    assert bad_self_atari(s, _pt(2, 3, 7), board.BLACK)  # White's ring keeps outside liberties
+    opened = """
         . . . . . . .
-        . O O O O O .
-        . O X . . O .
-        . O O O O O .
+        . . O O . . .
+        . O X X O . .
+        . . O . O . .
         . . . . . . .
         . . . . . . .
         . . . . . . ."""
-    s = board.parse_diagram(nakade).board_tuple
-    assert not bad_self_atari(s, _pt(2, 3, 7), board.BLACK)  # two stones in atari; White's space of three dies
-    assert not bad_self_atari(s, _pt(2, 4, 7), board.BLACK)  # a lone stone in atari: a throw-in
-    rows = nakade.strip().splitlines()
-    rows[4], rows[5] = ". O . O . . .", ". O O O . . ."  # White's eye at C3
-    s = board.parse_diagram("\n".join(rows)).board_tuple
-    assert bad_self_atari(s, _pt(2, 3, 7), board.BLACK)
+    s = board.parse_diagram(opened).board_tuple
+    assert bad_self_atari(s, _pt(3, 3, 7), board.BLACK)  # two stones in atari made three, in the open
     big = """
         . . . . . . .
         O O O O O O .
@@ -380,3 +387,87 @@ def test_bad_self_atari_in_a_seki_and_a_nakade():
     assert not bad_self_atari(s, _pt(3, 0, 7), board.WHITE)  # only takes a liberty
     s = board.parse_diagram(big.replace(". . X X X O .", "O . X X X O .")).board_tuple
     assert not bad_self_atari(s, _pt(3, 1, 7), board.WHITE)  # a capture
+
+
+# test_board.SEKI with Black's outer group alive by territory, not one-point eyes
+SEKI_BY_TERRITORY = """
+    . X O . X O .
+    . X O . X O O
+    . X O O X O .
+    . X X X O O O
+    . . X X O . O
+    X X X X O O O
+    . . . X O . O"""
+
+# a White ring whose liberties are all inside: three points, one Black stone in them
+NAKADE = """
+    X X X X X X X
+    X O O O O O X
+    X O X . . O X
+    X O O O O O X
+    X X X X X X X
+    . . . . . . .
+    . . . . . . ."""
+
+
+def _bad_self_atari_by_hand(state, m, stone, n):
+    """``bad_self_atari`` read from its docstring by playing the move on a
+    copy: None where it is illegal."""
+    before = board.stones(state)
+    try:
+        after = board.stones(board.play(board.with_to_play(state, stone), m, stone))
+    except board.IllegalMove:
+        return None
+    if ((before == -stone) & (after == 0)).any():
+        return False  # a capture
+
+    def chain(grid, r, c):
+        out, todo = {(r, c)}, [(r, c)]
+        while todo:
+            a, b = todo.pop()
+            for x, y in ((a + 1, b), (a - 1, b), (a, b + 1), (a, b - 1)):
+                if 0 <= x < n and 0 <= y < n and grid[x, y] == grid[r, c] and (x, y) not in out:
+                    out.add((x, y))
+                    todo.append((x, y))
+        return out
+
+    def empty_around(grid, pts):
+        return {(x, y) for a, b in pts for x, y in ((a + 1, b), (a - 1, b), (a, b + 1), (a, b - 1))
+                if 0 <= x < n and 0 <= y < n and grid[x, y] == 0}
+
+    r, c = divmod(m, n)
+    group = chain(after, r, c)
+    libs = empty_around(after, group)
+    if len(group) < 2 or len(libs) >= 2:
+        return False
+    if len(group) > 6 or not dead_shape(np.array([_pt(x, y, n) for x, y in group], np.int64),
+                                        len(group), n + 2):
+        return True
+    around = set()
+    for a, b in group:
+        for x, y in ((a + 1, b), (a - 1, b), (a, b + 1), (a, b - 1)):
+            if 0 <= x < n and 0 <= y < n and before[x, y] == -stone:
+                around |= chain(before, x, y)
+    return bool(empty_around(before, around) - {(r, c)} - libs)
+
+
+def test_bad_self_atari_agrees_with_a_reading_by_hand():
+    """Every empty point, both colours, along random 7x7 games."""
+    rng = np.random.default_rng(1)
+    n = 7
+    seen = {True: 0, False: 0}
+    for _ in range(6):
+        s = board.new_game(n, 0.5)
+        for _ in range(70):
+            for m in np.flatnonzero(board.stones(s).ravel() == 0):
+                for stone in (board.BLACK, board.WHITE):
+                    want = _bad_self_atari_by_hand(s, int(m), stone, n)
+                    if want is not None:
+                        got = bool(bad_self_atari(s.board_tuple, _pt(*divmod(int(m), n), n), stone))
+                        assert got == want, (board.render(s), coords.to_gtp(int(m), n), stone)
+                        seen[want] += 1
+            legal = [m for m in range(n * n) if board.is_legal(s, m)]
+            if not legal:
+                break
+            s = board.play(s, int(rng.choice(legal)))
+    assert seen[True] > 50 and seen[False] > 1000, seen

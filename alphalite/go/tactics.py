@@ -369,14 +369,16 @@ def dead_shape(pts, n, W):
 @njit(cache=True)
 def bad_self_atari(B, p, stone):
     """``stone`` at empty padded ``p`` puts its own group of two or more
-    stones in atari, captures nothing, and the capture would not leave the
-    opponent a dead eye shape that it needs: the move only gives stones
-    away. Pachi's playouts refuse such moves (``is_bad_selfatari``), which
-    is what keeps a seki standing to the end of a rollout; this is its core
-    (captures, throw-ins and nakade allowed; its escape and throw-in
-    refinements left out). A nakade is allowed only while no opponent group
-    beside the stones has a one-point eye elsewhere: with one, killing its
-    eye space gains nothing."""
+    stones in atari and captures nothing, and it is no nakade: a nakade
+    leaves, once captured, a dead eye shape (``dead_shape``) to opponent
+    groups that have no liberty but ``p`` and the group's last one. Such a
+    move only gives stones away. Pachi's playouts refuse these
+    (``is_bad_selfatari``), which is what keeps a seki standing to the end
+    of a rollout; this is a simpler rule of the same kind: captures and
+    lone stones (throw-ins) always allowed, and a nakade only when the
+    groups around are down to their eye space, not while they keep an
+    outside liberty, an eye or territory (Pachi's finer escape, throw-in
+    and would-it-live readings left out)."""
     color = B.color
     head = B.head
     nxt = B.nxt
@@ -426,7 +428,16 @@ def bad_self_atari(B, p, stone):
                 break
     if not dead_shape(pts, n, W):
         return True
-    # the opponent groups around the stones: an eye of theirs elsewhere
+    last = -1  # the group's one liberty
+    for a in range(n):
+        for i in range(4):
+            e = neighbour(pts[a], W, i)
+            if color[e] == EMPTY and e != p:
+                last = e
+    if last < 0:
+        return True  # two or more stones' suicide, where the rules allow it
+    # a nakade only once the groups around have no liberty but p and the last one: with one more
+    # (outside, an eye, territory) they live or win the race anyway, and the stones are given away
     done = np.full(4 * NAKADE_MAX, -1, np.int64)
     nd = 0
     for a in range(n):
@@ -447,7 +458,7 @@ def bad_self_atari(B, p, stone):
             while True:
                 for j in range(4):
                     e = neighbour(s, W, j)
-                    if color[e] == EMPTY and e != p and is_eye(color, e, -stone, W):
+                    if color[e] == EMPTY and e != p and e != last:
                         return True
                 s = nxt[s]
                 if s == g:
