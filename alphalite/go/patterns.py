@@ -40,7 +40,7 @@ import numpy as np
 from alphalite.go.board import (
     EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
     M_TOPLAY, M_LAST, WALL, borrow, borrowed, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
-from alphalite.go.tactics import bad_self_atari
+from alphalite.go.tactics import bad_self_atari, touching
 from alphalite.runtime.kernels import njit
 
 T_PAT3, T_SAVE, T_NBR, T_RESP, T_NAKADE, T_SELFATARI, T_DIST1, T_DIST2 = 1, 2, 3, 4, 5, 6, 7, 8
@@ -372,11 +372,7 @@ def nakade_point(S, W):
     best_k = -1
     tie = False
     for a in range(n):
-        k = 0
-        for b in range(n):
-            d = caps[a] - caps[b]
-            if d == 1 or d == -1 or d == W or d == -W:
-                k += 1
+        k = touching(caps, n, a, W)
         if k > best_k:
             best, best_k, tie = caps[a], k, False
         elif k == best_k:

@@ -341,6 +341,17 @@ def sensible(B, p, me, legal):
 NAKADE_MAX = 6  # the largest dead eye shape (rabbity six)
 
 
+@njit(cache=True, inline="always")
+def touching(pts, n, a, W):
+    """How many of the first ``n`` padded points ``pts`` are 4-neighbours of ``pts[a]``."""
+    k = 0
+    for b in range(n):
+        d = pts[a] - pts[b]
+        if d == 1 or d == -1 or d == W or d == -W:
+            k += 1
+    return k
+
+
 @njit(cache=True)
 def dead_shape(pts, n, W):
     """The ``n`` padded points ``pts`` (a connected space) are a dead eye
@@ -353,12 +364,7 @@ def dead_shape(pts, n, W):
         return False
     by = np.zeros(5, np.int64)  # points by neighbours inside
     for a in range(n):
-        k = 0
-        for b in range(n):
-            d = pts[a] - pts[b]
-            if d == 1 or d == -1 or d == W or d == -W:
-                k += 1
-        by[k] += 1
+        by[touching(pts, n, a, W)] += 1
     if n == 4:
         return by[2] == 4 or by[3] == 1
     if n == 5:
