@@ -167,7 +167,7 @@ def test_rollouts_keep_a_seki_standing_and_still_kill_by_nakade():
     (Black's outer group alive by territory): whoever fills a shared
     liberty loses its group, so neither may (``tactics.bad_self_atari``)
     and every rollout ends with both groups on the board, whoever moves
-    first. (Before, the rollouts filled it in most playouts and the judge
+    first. (Before, the rollouts filled it in every playout and the judge
     called one side dead.) A White ring whose only space is three points
     with a Black stone in the middle still dies: the stones Black must give
     up there are a nakade."""
