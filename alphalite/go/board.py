@@ -283,6 +283,28 @@ def _met_before(color, head, p, W, i, c, g):
 
 
 @njit(cache=True, inline="always")
+def _neighbour_stones(color, head, nxt, libs, p, W, c, in_atari_only, out, k):
+    """The stones of every distinct group of colour ``c`` next to ``p``
+    (only those with one liberty if ``in_atari_only``) written into ``out``
+    from index ``k``; returns the index after them."""
+    for i in range(4):
+        n = _nb(p, W, i)
+        if color[n] != c:
+            continue
+        g = head[n]
+        if (in_atari_only and libs[g] != 1) or _met_before(color, head, p, W, i, c, g):
+            continue
+        q = g
+        while True:
+            out[k] = q
+            k += 1
+            q = nxt[q]
+            if q == g:
+                break
+    return k
+
+
+@njit(cache=True, inline="always")
 def _xor_neighbour_groups(color, head, nxt, libs, zob, h, p, W, c, zi, in_atari_only):
     """``h`` with the stones of every distinct group of colour ``c`` next to
     ``p`` (only those with one liberty if ``in_atari_only``) hashed out."""
@@ -1100,10 +1122,12 @@ def playout(B, rng, max_moves):
     return played
 
 
-# Inline kernels that other go-layer kernels (patterns) build on: the four
-# neighbours, the rollout LCG, a borrowed (uncounted) array view, and the
-# legality code of a move on unpacked arrays.
+# Inline kernels that other go-layer kernels (patterns, tactics) build on: the
+# four neighbours, the stones of the groups beside a point, the rollout LCG, a
+# borrowed (uncounted) array view, and the legality code of a move on unpacked
+# arrays.
 neighbour = _nb
+neighbour_stones = _neighbour_stones
 lcg_rand = _rand
 borrow = _borrow
 borrowed = _borrowed

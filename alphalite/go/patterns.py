@@ -39,7 +39,8 @@ import numpy as np
 
 from alphalite.go.board import (
     EMPTY, LEGAL, M_NEMPTY, M_PASSES, M_SIZE,
-    M_TOPLAY, M_LAST, WALL, borrow, borrowed, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour, place)
+    M_TOPLAY, M_LAST, WALL, borrow, borrowed, do_pass, is_eye, is_self_atari, lcg_rand, legal_code, neighbour,
+    neighbour_stones, place)
 from alphalite.go.tactics import bad_self_atari, touching
 from alphalite.runtime.kernels import njit
 
@@ -251,24 +252,7 @@ def play(B, S, p, stone):
     color, head, nxt, libs = B.color, B.head, B.nxt, B.libs
     W = B.meta[M_SIZE] + 2
     caps = borrow(S[1])
-    n = 0
-    for i in range(4):  # stones this move captures, before they go
-        q = neighbour(p, W, i)
-        if color[q] == -stone and libs[head[q]] == 1:
-            g = head[q]
-            dup = False
-            for j in range(n):
-                if caps[j] == g:
-                    dup = True
-            if dup:
-                continue
-            r = g
-            while True:
-                caps[n] = r
-                n += 1
-                r = nxt[r]
-                if r == g:
-                    break
+    n = neighbour_stones(color, head, nxt, libs, p, W, -stone, True, caps, 0)  # what it captures, before they go
     # liberty buckets (1, 2, 3+) of the four neighbours' groups before the move:
     # a group whose bucket stays the same changes no code away from p
     before = 0  # 2 bits a neighbour (no allocation: play runs every rollout move)

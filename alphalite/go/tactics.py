@@ -38,6 +38,7 @@ from alphalite.go.board import (
     joined_size,
     maybe_seen,
     neighbour,
+    neighbour_stones,
     play_flat,
     zobrist_index,
 )
@@ -413,25 +414,7 @@ def bad_self_atari(B, p, stone):
         return True
     pts = np.empty(NAKADE_MAX, np.int64)
     pts[0] = p
-    k = 1
-    for i in range(4):
-        q = neighbour(p, W, i)
-        if color[q] != stone:
-            continue
-        g = head[q]
-        seen = False
-        for j in range(k):
-            if head[pts[j]] == g and pts[j] != p:
-                seen = True
-        if seen:
-            continue
-        s = g
-        while True:
-            pts[k] = s
-            k += 1
-            s = nxt[s]
-            if s == g:
-                break
+    neighbour_stones(color, head, nxt, libs, p, W, stone, False, pts, 1)
     if not dead_shape(pts, n, W):
         return True
     last = -1  # the group's one liberty
