@@ -54,7 +54,7 @@ from alphalite.data import dataset
 from alphalite.go import board, sgf
 from alphalite.nn import checkpoint as ckpt
 from alphalite.nn import features
-from alphalite.runtime import files
+from alphalite.runtime import config, files
 from alphalite.train.loop import GracefulStop
 
 FORMAT_NOTE = "alphalite value self-play data (SL to U, random move U, RL after)"
@@ -202,17 +202,15 @@ def generate(out, sl_checkpoint: str, *, rl_checkpoint: str | None = None, games
     games (or ``max_seconds`` pass). Returns a summary dict."""
     from tqdm import tqdm
 
-    # values no run can use, refused before anything is loaded or written (as build_targets words it)
-    for flag, ok, want, got in (
+    # values no run can use, refused before anything is loaded or written
+    config.refuse((
             ("--games", games >= 0, ">= 0", games),
             ("--batch", batch >= 1, ">= 1", batch),  # 0 looped for ever, playing nothing
             ("--temperature", np.isfinite(temperature) and temperature >= 0, ">= 0 (0: the likeliest move)",
              temperature),
             ("--u-max", u_max is None or u_max >= 0, ">= 0", u_max),
             ("--max-minutes", np.isfinite(max_seconds) and max_seconds >= 0, ">= 0 (0: no limit)",
-             max_seconds / 60)):  # < 0 stopped at once
-        if not ok:
-            raise ValueError(f"{flag} must be {want}, got {got!r}")
+             max_seconds / 60)))  # < 0 stopped at once
     sl = load_policy(sl_checkpoint)
     size = sl["size"]
     rl_checkpoint = rl_checkpoint or default_rl_checkpoint(size)
@@ -425,13 +423,11 @@ def build_targets(src, out, *, playouts: int = TARGET_PLAYOUTS, seed: int = 0, j
     from alphalite.runtime import interrupt_on_sigterm, process_pool
 
     src, out = Path(src), Path(out)
-    # values no run can use, refused before anything is written (as dataset.build words it)
-    for flag, ok, want, got in (
+    # values no run can use, refused before anything is written
+    config.refuse((
             ("--playouts", playouts >= 1, ">= 1 (the rollouts that settle the dead stones)", playouts),
             ("--jobs", jobs >= 1, ">= 1", jobs),  # 0 and below ran on one process, unsaid
-            ("--max-minutes", max_minutes >= 0, ">= 0 (0: no limit)", max_minutes)):  # < 0 stopped at once
-        if not ok:
-            raise ValueError(f"{flag} must be {want}, got {got!r}")
+            ("--max-minutes", max_minutes >= 0, ">= 0 (0: no limit)", max_minutes)))  # < 0 stopped at once
     if src.resolve() == out.resolve():
         raise dataset.DatasetError("--out must be another folder than the source dataset")
     index_src = dataset.read_index(src)

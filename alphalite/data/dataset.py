@@ -120,7 +120,7 @@ from alphalite.go import board, coords, sgf
 from alphalite.runtime.kernels import njit
 
 from alphalite.nn import features
-from alphalite.runtime import files, interrupt_on_sigterm, process_pool
+from alphalite.runtime import config, files, interrupt_on_sigterm, process_pool
 
 FORMAT = "alphalite-games-v1"
 SKIPPED_LOG = "skipped.tsv"  # in a built folder: every record not kept, with the reason
@@ -406,15 +406,13 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     if not (0 <= val_frac <= 1 and 0 <= test_frac <= 1 and val_frac + test_frac <= 1):
         raise DatasetError("--val-frac and --test-frac must be in [0, 1] and sum to at most 1")
     sizes = tuple(sorted(int(s) for s in sizes))
-    # values no build can use, refused before anything is written (as config.require words it)
-    for flag, ok, want, got in (
+    # values no build can use, refused before anything is written
+    config.refuse((
             ("--shard-games", shard_games >= 1, ">= 1", shard_games),  # 0 wrote a shard file per game
             ("--max-games", max_games >= 0, ">= 0 (0: all)", max_games),
             ("--jobs", jobs >= 0, ">= 0 (0: all cores)", jobs),
             ("--sizes", bool(sizes) and all(coords.MIN_SIZE <= n <= coords.MAX_SIZE for n in sizes),
-             f"board sizes in {coords.MIN_SIZE}..{coords.MAX_SIZE}", ",".join(map(str, sizes)))):
-        if not ok:
-            raise DatasetError(f"{flag} must be {want}, got {got!r}")
+             f"board sizes in {coords.MIN_SIZE}..{coords.MAX_SIZE}", ",".join(map(str, sizes)))), DatasetError)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DatasetError(f"--out is a file, not a folder: {out}")

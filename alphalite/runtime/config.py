@@ -32,13 +32,20 @@ def finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def require(obj, checks) -> None:
-    """ValueError naming the flag of the first ``(field name, ok, what it
-    must be)`` of ``checks`` that is not ok (a config's ``__post_init__``)."""
-    for name, ok, want in checks:
+def refuse(checks, error=ValueError) -> None:
+    """``error`` naming the flag of the first ``(flag, ok, what it must be,
+    value)`` of ``checks`` that is not ok: the one wording of a refused
+    value, for a command's own arguments and (``require``) a config's."""
+    for flag, ok, want, got in checks:
         if not ok:
-            f = next(f for f in dataclasses.fields(obj) if f.name == name)
-            raise ValueError(f"{flag_of(f)} must be {want}, got {getattr(obj, name)!r}")
+            raise error(f"{flag} must be {want}, got {got!r}")
+
+
+def require(obj, checks) -> None:
+    """``refuse`` for a config's fields: ``(field name, ok, what it must
+    be)`` (a config's ``__post_init__``)."""
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    refuse((flag_of(fields[name]), ok, want, getattr(obj, name)) for name, ok, want in checks)
 
 
 def _types(cls) -> dict:
