@@ -636,37 +636,3 @@ def test_allowed_root_moves_are_the_only_ones_searched(policies, with_net):
     with pytest.raises(ValueError, match="fresh tree"):
         s.run(state, max_sims=10, tree=t, allowed=allowed)
     s.close()
-
-
-def test_the_search_without_a_network_keeps_a_seki(policies, tmp_path):
-    """test_board.SEKI over GTP (7x7: the pattern policies alone): no
-    stone is dead and the score is the area with the seki standing, B+2.5
-    (GNU Go 3.8's count). The tree policy's priors leave bad self-ataris out
-    as the rollouts do; before, the tree filled the shared liberty (prior
-    0.84 for White's D7 in the losing side's lines), its rollouts averaged
-    White's seki group to Black at 0.75, and the engine called it dead and
-    scored B+12.5. Both sides to move, and their priors there: 0 at D7 and
-    D6."""
-    from alphalite.go import coords
-    from alphalite.gtp import engine as gtp
-    from tests.test_board import SEKI
-
-    sgf = tmp_path / "seki.sgf"
-    st = board.parse_diagram(SEKI, komi=0.5)
-    black, white = (["abcdefg"[c] + "abcdefg"[r] for r, c in zip(*np.nonzero(board.stones(st) == color))]
-                    for color in (board.BLACK, board.WHITE))
-    sgf.write_text("(;GM[1]FF[4]SZ[7]KM[0.5]AB" + "".join(f"[{v}]" for v in black)
-                   + "AW" + "".join(f"[{v}]" for v in white) + ")")
-    tree = policies[0]
-    shared = [coords.from_gtp(v, 7) for v in ("D7", "D6")]
-    for to_play in (board.BLACK, board.WHITE):
-        pri = tree.priors(board.parse_diagram(SEKI, komi=0.5, to_play=to_play).board_tuple)
-        assert pri[shared].sum() == 0 and np.isclose(pri.sum(), 1.0)
-    for color in ("b", "w"):
-        eng = gtp.Engine(gtp.EngineConfig(engine="apv", size=7, komi=0.5, visits=512), log=lambda m: None,
-                         warmup=False)
-        assert eng.handle(f"1 loadsgf {sgf}") == "=1\n\n"
-        if color == "w":
-            assert eng.handle("2 play b pass") == "=2\n\n"
-        assert eng.handle("3 final_status_list dead") == "=3\n\n"
-        assert eng.handle("4 final_score") == "=4 B+2.5\n\n"

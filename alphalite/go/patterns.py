@@ -529,10 +529,8 @@ def score(tab, w, model, keys, n):
 def logits(B, S, tab, w, model, out):
     """With a table from ``load``/``table_from`` (symmetric images added):
     logits of every flat move for the player to move into ``out``
-    [size*size+1]: illegal points, bad self-ataris (``tactics.bad_self_atari``,
-    which the rollouts refuse too: a tree that fills a seki's shared
-    liberty reads the seki as dead) and pass at -1e30 (the policies never
-    pass while another move is left)."""
+    [size*size+1]: illegal points and pass at -1e30 (the policies never
+    pass while a legal point is left)."""
     B = borrowed(B)
     tab = borrow(tab)
     w = borrow(w)
@@ -550,8 +548,7 @@ def logits(B, S, tab, w, model, out):
             p = (r + 1) * W + c + 1
             if color[p] != EMPTY:
                 continue
-            if legal_code(color, B.head, B.nxt, B.libs, meta, B.hist, B.bloom, B.zob, p, stone) != LEGAL \
-                    or bad_self_atari(B, p, stone):
+            if legal_code(color, B.head, B.nxt, B.libs, meta, B.hist, B.bloom, B.zob, p, stone) != LEGAL:
                 continue
             n = features(B, S, p, stone, model == TREE, nak, keys, True)  # raw: the table holds every image
             out[r * size + c] = score(tab, w, model, keys, n)
@@ -559,8 +556,8 @@ def logits(B, S, tab, w, model, out):
 
 @njit(cache=True)
 def probabilities(B, S, tab, w, model, out):
-    """Softmax of ``logits`` into ``out`` [size*size+1] (0 for the points
-    it leaves out; all on pass when none is left): the tree policy's priors."""
+    """Softmax of ``logits`` into ``out`` [size*size+1] (0 for illegal
+    points; all on pass when no point is legal): the tree policy's priors."""
     logits(B, S, tab, w, model, out)
     mx = out.max()
     if mx <= NEG / 2:
