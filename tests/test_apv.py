@@ -636,3 +636,35 @@ def test_allowed_root_moves_are_the_only_ones_searched(policies, with_net):
     with pytest.raises(ValueError, match="fresh tree"):
         s.run(state, max_sims=10, tree=t, allowed=allowed)
     s.close()
+
+
+def test_the_search_without_a_network_keeps_a_seki(tmp_path):
+    """test_board.SEKI over GTP (7x7: the pattern policies alone), either
+    side to move: no stone dead, both chains listed as ``seki`` and not
+    ``alive``, and the score the area with the seki standing, B+2.5: what
+    GNU Go 3.8 answers. The search's ownership averages every simulation,
+    and in the losing side's lines its tree fills a shared liberty (White's
+    D7 at a tree-policy prior of 0.84): White's chain read as Black's at
+    0.75, and the engine called it dead and scored B+12.5. The judge now
+    keeps a chain in seki (``tactics.in_seki``) whatever the ownership."""
+    from alphalite.gtp import engine as gtp
+    from tests.test_board import SEKI
+
+    st = board.parse_diagram(SEKI, komi=0.5)
+    black, white = (["abcdefg"[c] + "abcdefg"[r] for r, c in zip(*np.nonzero(board.stones(st) == color))]
+                    for color in (board.BLACK, board.WHITE))
+    sgf = tmp_path / "seki.sgf"
+    sgf.write_text("(;GM[1]FF[4]SZ[7]KM[0.5]AB" + "".join(f"[{v}]" for v in black)
+                   + "AW" + "".join(f"[{v}]" for v in white) + ")")
+    for color in ("b", "w"):
+        eng = gtp.Engine(gtp.EngineConfig(engine="apv", size=7, komi=0.5, visits=512), log=lambda m: None,
+                         warmup=False)
+        assert eng.handle(f"1 loadsgf {sgf}") == "=1\n\n"
+        if color == "w":
+            assert eng.handle("2 play b pass") == "=2\n\n"
+        assert eng.handle("3 final_status_list dead") == "=3\n\n"
+        assert eng.handle("4 final_score") == "=4 B+2.5\n\n"
+        seki = eng.handle("5 final_status_list seki")
+        assert sorted(seki[3:].split("\n")[:2]) == ["C7 C6 C5 D5", "E7 E6 E5"], seki
+        alive = eng.handle("6 final_status_list alive").split()
+        assert len(alive) == 1 + 16 + 14 and not {"C7", "E7", "D5"} & set(alive)

@@ -471,8 +471,8 @@ def test_a_seki_read_near_zero_is_not_dead():
     """Dead stones are whole chains the estimate gives to the opponent by a
     margin (``players.DEAD``): the seki of test_board.SEKI read at -0.01
     for its own colour stays on the board (it was reported dead, and
-    cleanup filled its liberties); at -0.6 it is dead, every stone of it,
-    though one stone alone reads better."""
+    cleanup filled its liberties); a chain read at -0.6 is dead, every
+    stone of it, though one stone alone reads better."""
     from tests.test_board import SEKI
 
     st = board.parse_diagram(SEKI, komi=0.5)
@@ -483,9 +483,20 @@ def test_a_seki_read_near_zero_is_not_dead():
     score, dead = j(st)
     assert len(dead) == 0 and score == board.area_score(st)
     assert cleanup_move(st, WHITE, j) is None
-    own[seki] = [-0.9, -0.85, 0.05]  # mean -0.57: the stone read its own colour's dies with its chain
+    # three Black stones in atari in White's corner: no seki
+    corner = board.parse_diagram("""
+        . X X X O . .
+        O O O O O . .
+        . . . . . . .
+        . . . . . . .
+        . . . . . . .
+        . . . . . . .
+        . . . . . . .""", komi=0.5)
+    line = [coords.from_gtp(v, 7) for v in ("B7", "C7", "D7")]
+    own = board.stones(corner).ravel().astype(np.float64)
+    own[line] = [-0.9, -0.85, 0.05]  # mean -0.57: the stone read its own colour's dies with its chain
     j = Judge(32, search=lambda state, n, seconds: (own.copy(), 2.5, 0.0, n))
-    assert sorted(j(st)[1]) == sorted(seki)
+    assert sorted(j(corner)[1]) == sorted(line)
     # exactly at the threshold a chain is dead, whatever its size (a float mean may round up)
     for threshold in (players.DEAD, 1 / 3):
         for stones in (3, 20, 61):  # rows filled from the top: one chain

@@ -471,3 +471,29 @@ def test_bad_self_atari_agrees_with_a_reading_by_hand():
                 break
             s = board.play(s, int(rng.choice(legal)))
     assert seen[True] > 50 and seen[False] > 1000, seen
+
+
+def test_in_seki_reads_shared_liberties_no_one_may_fill():
+    """``in_seki``: both chains of test_board.SEKI (with Black's outer group
+    alive by eyes or by territory) are in seki; the groups around them, which
+    may fill their own points, are not. Two Black stones with two liberties
+    inside White's wall are no seki: White fills either safely."""
+    from alphalite.go.tactics import in_seki
+    from tests.test_board import SEKI
+
+    for diagram in (SEKI, SEKI_BY_TERRITORY):
+        s = board.parse_diagram(diagram, komi=0.5).board_tuple
+        assert in_seki(s, _pt(0, 2, 7)) and in_seki(s, _pt(2, 3, 7))  # White's C7 chain, from C7 and D5
+        assert in_seki(s, _pt(0, 4, 7))  # Black's E7-E6-E5
+        assert not in_seki(s, _pt(0, 1, 7)) and not in_seki(s, _pt(0, 5, 7))  # the outer groups
+        assert not in_seki(s, _pt(0, 3, 7))  # an empty point
+    boxed = board.parse_diagram("""
+        . . . . . . .
+        . O O O O . .
+        . O X X O . .
+        . O . . O . .
+        . O O O O . .
+        . . . . . . .
+        . . . . . . .""").board_tuple
+    assert not in_seki(boxed, _pt(2, 2, 7))
+    assert not in_seki(boxed, _pt(1, 1, 7))

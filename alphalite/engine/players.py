@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from alphalite.go import board, coords, patterns
+from alphalite.go import board, coords, patterns, tactics
 from alphalite.go.board import M_SIZE
 from alphalite.nn import INFERENCE
 from alphalite.runtime.kernels import njit
@@ -139,18 +139,37 @@ def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0
 DEAD = 0.05
 
 
+def _chains(state: board.GoState) -> tuple[np.ndarray, np.ndarray]:
+    """(flat points of the stones, each one's chain as its padded head stone)."""
+    n = state.size
+    idx = np.flatnonzero(board.stones(state).ravel())
+    return idx, state.board_tuple.head.reshape(n + 2, n + 2)[1:-1, 1:-1].ravel()[idx]
+
+
+def seki_points(state: board.GoState, heads=None) -> np.ndarray:
+    """Flat points of the stones whose chains are in seki by the static
+    reading of ``tactics.in_seki`` (of ``heads`` only, when given)."""
+    idx, chain = _chains(state)
+    B = state.board_tuple
+    cand = np.unique(chain) if heads is None else np.unique(heads)
+    seki = [int(h) for h in cand if tactics.in_seki(B, int(h))]
+    return idx[np.isin(chain, seki)]
+
+
 def dead_points(state: board.GoState, ownership: np.ndarray, threshold: float = DEAD) -> np.ndarray:
     """Flat points of the dead stones by an ownership estimate (float
     [size*size], black +1): the chains whose mean ownership, for their own
-    colour, is ``-threshold`` or less."""
-    n = state.size
-    s = board.stones(state).ravel()
-    idx = np.flatnonzero(s)
-    chain = state.board_tuple.head.reshape(n + 2, n + 2)[1:-1, 1:-1].ravel()[idx]  # padded head stone
-    own = (s * np.asarray(ownership, np.float64))[idx]
+    colour, is ``-threshold`` or less, but for chains in seki
+    (``seki_points``: an estimate that averages lines where the seki is
+    broken reads one side dead)."""
+    idx, chain = _chains(state)
+    own = (board.stones(state).ravel() * np.asarray(ownership, np.float64))[idx]
     mean = np.bincount(chain, own) / np.maximum(np.bincount(chain), 1)
     # a chain at exactly -threshold (16 playouts of 24) is dead whatever its size: the float sum may round up
-    return idx[mean[chain] <= -threshold + 1e-9]
+    dead = idx[mean[chain] <= -threshold + 1e-9]
+    if len(dead):
+        dead = np.setdiff1d(dead, seki_points(state, chain[np.isin(idx, dead)]))
+    return dead
 
 
 def dead_stones(state: board.GoState, num_playouts: int = 64, seed: int = 0, policy=None) -> np.ndarray:

@@ -36,6 +36,7 @@ from alphalite.go.board import (
     is_eye,
     is_self_atari,
     joined_size,
+    legal_code,
     maybe_seen,
     neighbour,
     neighbour_stones,
@@ -453,3 +454,41 @@ def bad_self_atari(B, p, stone):
                 if s == g:
                     break
     return False
+
+
+@njit(cache=True)
+def in_seki(B, g):
+    """The chain at padded ``g`` is in seki by a static reading of the end
+    of a game: it has two or more liberties, and at each of them neither
+    colour may play but by a bad self-atari (``bad_self_atari``) or not at
+    all, so filling any gives stones away and no one does (two chains with
+    two shared liberties, as test_board.SEKI; an eye each and one shared).
+    The judge keeps such a chain on the board when the ownership calls it
+    dead (``players.dead_points``): a search whose tree fills the shared
+    liberty in the losing side's lines reads it as dead. A chain that can
+    still make a liberty, or whose neighbour can fill one safely, is left
+    to the ownership."""
+    color = B.color
+    head = B.head
+    nxt = B.nxt
+    meta = B.meta
+    W = meta[M_SIZE] + 2
+    stone = np.int64(color[g])
+    h = head[g]
+    if (stone != BLACK and stone != -BLACK) or B.libs[h] < 2:
+        return False
+    s = h
+    while True:
+        for j in range(4):
+            e = neighbour(s, W, j)
+            if color[e] != EMPTY:
+                continue
+            for k in range(2):
+                c = stone if k == 0 else -stone
+                if legal_code(color, head, nxt, B.libs, meta, B.hist, B.bloom, B.zob, e, c) == LEGAL \
+                        and not bad_self_atari(B, e, c):
+                    return False
+        s = nxt[s]
+        if s == h:
+            break
+    return True

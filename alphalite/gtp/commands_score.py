@@ -1,6 +1,8 @@
 """Scoring commands: ``final_score`` and ``final_status_list``, by the
 session's judge (``decisions.Judge``: dead stones by the search's own
-rollouts or by pattern rollouts, then Tromp-Taylor area with komi)."""
+rollouts or by pattern rollouts, then Tromp-Taylor area with komi). As
+GNU Go's, the chains in seki (``players.seki_points``) are listed as
+``seki``, neither ``alive`` nor ``dead``."""
 
 from __future__ import annotations
 
@@ -22,12 +24,16 @@ class ScoreCommands:
         status = status.lower()
         if status not in ("alive", "dead", "seki"):
             raise GtpFailure("syntax error")
-        if status == "seki":
-            return ""
-        _, dead = self.judge(self.state)
+        from alphalite.engine import players
+
         s = board.stones(self.state).ravel()
-        dead_set = set(int(p) for p in dead)
-        pts = [p for p in range(s.size) if s[p] != 0 and ((p in dead_set) == (status == "dead"))]
+        seki = set(int(p) for p in players.seki_points(self.state))  # as GNU Go: neither alive nor dead
+        if status == "seki":
+            pts = sorted(seki)
+        else:
+            _, dead = self.judge(self.state)
+            dead_set = set(int(p) for p in dead)
+            pts = [p for p in range(s.size) if s[p] != 0 and p not in seki and ((p in dead_set) == (status == "dead"))]
         return "\n".join(" ".join(self._to_gtp(p) for p in group) for group in groups(pts, s, self.size))
 
 
