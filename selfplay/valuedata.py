@@ -496,12 +496,9 @@ def targets_summary(index: dict) -> dict:
 
 
 def cli_value_targets(args) -> int:
-    try:
+    try:  # bad input (DatasetError, ValueError) is cli.main's one line
         res = build_targets(args.src, args.out, playouts=args.playouts, seed=args.seed, jobs=args.jobs,
                             max_minutes=args.max_minutes, progress=not args.quiet)
-    except (dataset.DatasetError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:  # while copying the dataset, before any shard was judged
         print(f"value-targets: interrupted while copying the dataset into {args.out}; nothing is judged yet: "
               "rerun the same command to start again", file=sys.stderr)

@@ -91,7 +91,7 @@ def test_missing_source_is_one_line_error(tmp_path, capsys):
 def test_values_no_build_can_use_are_refused_naming_the_flag(tmp_path, capsys, flag, value):
     code = cli.main(["data", "build", str(SAMPLE), "--out", str(tmp_path / "o"), flag, value, "--quiet"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {flag} must be "), err
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"alphalite: error: {flag} must be "), err
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 

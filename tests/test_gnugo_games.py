@@ -150,7 +150,7 @@ def test_cli_prints_one_json_line_and_rejects_bad_input(tmp_path, capsys):
     assert "\n" not in line and json.loads(line)["games"] == 1
     assert main(["data", "gnugo", "--games", "1", "--out", str(tmp_path / "h"), "--level", "11"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: --level") and "\n" not in err
+    assert err.startswith("alphalite: error: --level") and "\n" not in err
 
 
 @pytest.mark.gnugo

@@ -117,5 +117,5 @@ def test_values_no_run_can_use_are_refused_naming_the_flag(tmp_path, capsys, fla
     time limit (exit 0), --jobs 0 or below ran on one process unsaid."""
     code = cli.main(["value-targets", str(tmp_path / "data"), "--out", str(tmp_path / "tv"), flag, value, "--quiet"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {flag} must be "), err
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"alphalite: error: {flag} must be "), err
     assert not (tmp_path / "tv").exists()  # refused before anything was written

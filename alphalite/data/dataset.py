@@ -551,16 +551,12 @@ def cli_build(args) -> int:
     try:
         sizes = tuple(int(s) for s in str(args.sizes).split(",") if s.strip())
     except ValueError:
-        print(f"error: --sizes must be comma-separated integers, got {args.sizes!r}", file=sys.stderr)
-        return 2
-    try:
+        raise DatasetError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
+    try:  # bad input (DatasetError) is cli.main's one line
         summary = build(args.src, args.out, jobs=args.jobs, sizes=sizes, val_frac=args.val_frac,
                         test_frac=args.test_frac, max_games=args.max_games,
                         shard_games=getattr(args, "shard_games", 4096),
                         progress=not getattr(args, "quiet", False))
-    except DatasetError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except BuildInterrupted as e:
         s = e.summary
         print(f"data build: interrupted; the {s['games']} games finished are kept in {s['out']} ({s['shards']} "

@@ -322,13 +322,10 @@ def _parse_levels(text: str) -> tuple[int, ...]:
 
 def cli(args) -> int:
     """``alphalite data gnugo``: prints one JSON summary line."""
-    try:
+    try:  # bad input (GnugoGamesError) is cli.main's one line
         summary = generate(args.out, games=args.games, size=args.size, levels=_parse_levels(args.level),
                            komi=args.komi, seed=args.seed, random_moves=args.random_moves,
                            max_moves=args.max_moves, jobs=args.jobs, progress=not args.quiet)
-    except GnugoGamesError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         summary = {**scan(Path(args.out)), "requested": args.games, "out": str(args.out), "complete": False,
                    "stopped": "interrupted"}
