@@ -297,8 +297,9 @@ def cli_value_data(args) -> int:
 
 TARGET_PLAYOUTS = 128
 # 2: no targets for disagreeing or handicap games (1 gave them targets); 3: dead stones by whole
-# chains (players.DEAD), not stone by stone; 4: rollouts without bad self-ataris (a seki stands)
-TARGETS_VERSION = 4
+# chains (players.DEAD), not stone by stone; 4: rollouts without bad self-ataris (a seki stands);
+# 5: a chain in seki by the judge's own reading (tactics.in_seki) is never dead
+TARGETS_VERSION = 5
 TARGETS_NOTE = "alphalite dataset with value targets (final ownership and score of counted games)"
 _judges: dict = {}
 

@@ -33,7 +33,8 @@ class ScoreCommands:
         else:
             _, dead = self.judge(self.state)
             dead_set = set(int(p) for p in dead)
-            pts = [p for p in range(s.size) if s[p] != 0 and p not in seki and ((p in dead_set) == (status == "dead"))]
+            pts = [p for p in range(s.size)
+                   if s[p] != 0 and p not in seki and ((p in dead_set) == (status == "dead"))]
         return "\n".join(" ".join(self._to_gtp(p) for p in group) for group in groups(pts, s, self.size))
 
 
