@@ -316,6 +316,7 @@ def warm_up_rules(state: board.GoState) -> None:
     n2 = state.size * state.size
     owners(state)
     score_without(state, np.flatnonzero(board.stones(state).ravel())[:1])  # dead stones off
+    tactics.in_seki(state.board_tuple, 0)  # the judge's seki reading (dead_points, final_status_list)
     _own_eye(state, 0)
     open_points(state, np.zeros(n2), candidate_moves(state))
     resume(board.play(board.play(state, n2), n2))
