@@ -477,7 +477,8 @@ def test_in_seki_reads_shared_liberties_no_one_may_fill():
     """``in_seki``: both chains of test_board.SEKI (with Black's outer group
     alive by eyes or by territory) are in seki; the groups around them, which
     may fill their own points, are not. Two Black stones with two liberties
-    inside White's wall are no seki: White fills either safely."""
+    inside White's wall are no seki: White fills either safely; nor is a
+    group whose only liberties are its two eyes."""
     from alphalite.go.tactics import in_seki
     from tests.test_board import SEKI
 
@@ -497,3 +498,10 @@ def test_in_seki_reads_shared_liberties_no_one_may_fill():
         . . . . . . .""").board_tuple
     assert not in_seki(boxed, _pt(2, 2, 7))
     assert not in_seki(boxed, _pt(1, 1, 7))
+    two_eyes = board.parse_diagram("""
+        . X O . .
+        X X O . .
+        . X O . .
+        X X O . .
+        O O O . .""").board_tuple
+    assert not in_seki(two_eyes, _pt(0, 1, 5))  # its two liberties are its eyes: alive, not seki

@@ -459,10 +459,12 @@ def bad_self_atari(B, p, stone):
 @njit(cache=True)
 def in_seki(B, g):
     """The chain at padded ``g`` is in seki by a static reading of the end
-    of a game: it has two or more liberties, and at each of them neither
+    of a game: it has two or more liberties, at each of them neither
     colour may play but by a bad self-atari (``bad_self_atari``) or not at
-    all, so filling any gives stones away and no one does (two chains with
-    two shared liberties, as test_board.SEKI; an eye each and one shared).
+    all, so filling any gives stones away and no one does, and at one at
+    least the opponent may play (a shared liberty: two eyes and nothing
+    else is life, not seki). Two chains with two shared liberties, as
+    test_board.SEKI; an eye each and one shared.
     The judge keeps such a chain on the board when the ownership calls it
     dead (``players.dead_points``): a search whose tree fills the shared
     liberty in the losing side's lines reads it as dead. A chain that can
@@ -477,6 +479,7 @@ def in_seki(B, g):
     h = head[g]
     if (stone != BLACK and stone != -BLACK) or B.libs[h] < 2:
         return False
+    shared = False
     s = h
     while True:
         for j in range(4):
@@ -485,10 +488,11 @@ def in_seki(B, g):
                 continue
             for k in range(2):
                 c = stone if k == 0 else -stone
-                if legal_code(color, head, nxt, B.libs, meta, B.hist, B.bloom, B.zob, e, c) == LEGAL \
-                        and not bad_self_atari(B, e, c):
-                    return False
+                if legal_code(color, head, nxt, B.libs, meta, B.hist, B.bloom, B.zob, e, c) == LEGAL:
+                    if not bad_self_atari(B, e, c):
+                        return False
+                    shared |= k == 1
         s = nxt[s]
         if s == h:
             break
-    return True
+    return shared
