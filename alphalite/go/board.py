@@ -283,16 +283,27 @@ def _met_before(color, head, p, W, i, c, g):
 
 
 @njit(cache=True, inline="always")
+def _new_neighbour_group(color, head, libs, p, W, i, c, in_atari_only):
+    """The head of the group of colour ``c`` at ``p``'s ``i``-th neighbour
+    when it is one not met at an earlier neighbour (and has one liberty,
+    if ``in_atari_only``), else -1: the groups the walks below visit."""
+    n = _nb(p, W, i)
+    if color[n] != c:
+        return -1
+    g = head[n]
+    if (in_atari_only and libs[g] != 1) or _met_before(color, head, p, W, i, c, g):
+        return -1
+    return g
+
+
+@njit(cache=True, inline="always")
 def _neighbour_stones(color, head, nxt, libs, p, W, c, in_atari_only, out, k):
     """The stones of every distinct group of colour ``c`` next to ``p``
     (only those with one liberty if ``in_atari_only``) written into ``out``
     from index ``k``; returns the index after them."""
     for i in range(4):
-        n = _nb(p, W, i)
-        if color[n] != c:
-            continue
-        g = head[n]
-        if (in_atari_only and libs[g] != 1) or _met_before(color, head, p, W, i, c, g):
+        g = _new_neighbour_group(color, head, libs, p, W, i, c, in_atari_only)
+        if g < 0:
             continue
         q = g
         while True:
@@ -309,11 +320,8 @@ def _xor_neighbour_groups(color, head, nxt, libs, zob, h, p, W, c, zi, in_atari_
     """``h`` with the stones of every distinct group of colour ``c`` next to
     ``p`` (only those with one liberty if ``in_atari_only``) hashed out."""
     for i in range(4):
-        n = _nb(p, W, i)
-        if color[n] != c:
-            continue
-        g = head[n]
-        if (in_atari_only and libs[g] != 1) or _met_before(color, head, p, W, i, c, g):
+        g = _new_neighbour_group(color, head, libs, p, W, i, c, in_atari_only)
+        if g < 0:
             continue
         q = g
         while True:
