@@ -95,6 +95,15 @@ def results(out):
     return arena.read_results(out / "results.jsonl")
 
 
+def one_game_against_random(out, engine):
+    """The result of one 7x7 game, our random engine (Black) against ``engine``."""
+    t = Tournament(engines=(EngineSpec("random", "@alphalite --engine random --size 7 --seed {seed}"), engine),
+                   games=1, size=7, komi=5.5)
+    arena.run_tournament(t, out, progress=False, say=lambda m: None)
+    (r,) = results(out)
+    return r
+
+
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_games_sgf_and_resume(tmp_path, fake):
@@ -291,10 +300,7 @@ def test_our_random_engine_in_parallel_workers(tmp_path):
 @pytest.mark.subprocess
 @pytest.mark.skipif(find_gnugo() is None, reason="GNU Go not installed (apt-get install gnugo)")
 def test_gnugo_beats_random_and_referees(tmp_path):
-    t = Tournament(engines=(EngineSpec("random", "@alphalite --engine random --size 7 --seed {seed}"),
-                            EngineSpec("gnugo", "@gnugo --level 0 --seed {seed}")), games=1, size=7, komi=5.5)
-    arena.run_tournament(t, tmp_path, progress=False, say=lambda m: None)
-    (r,) = results(tmp_path)
+    r = one_game_against_random(tmp_path, EngineSpec("gnugo", "@gnugo --level 0 --seed {seed}"))
     assert r["status"] == "done" and r["winner"] == "gnugo" and r["referee"] == "gnugo"
     assert r["final_score"]["gnugo"].startswith("W+")
 
@@ -358,9 +364,6 @@ def test_pachi_gets_every_core_and_no_pondering_unless_told(monkeypatch):
 @pytest.mark.skipif(find_pachi() is None, reason="Pachi not built (make pachi)")
 def test_pachi_plays_a_whole_game(tmp_path):
     """The Pachi `make pachi` builds, over GTP: it beats random play on 7x7."""
-    t = Tournament(engines=(EngineSpec("random", "@alphalite --engine random --size 7 --seed {seed}"),
-                            EngineSpec("pachi", "@pachi -s {seed} -t =1000")), games=1, size=7, komi=5.5)
-    arena.run_tournament(t, tmp_path, progress=False, say=lambda m: None)
-    (r,) = results(tmp_path)
+    r = one_game_against_random(tmp_path, EngineSpec("pachi", "@pachi -s {seed} -t =1000"))
     assert r["status"] == "done" and r["winner"] == "pachi", r
     assert r["engine_names"]["pachi"] == "Pachi UCT"
