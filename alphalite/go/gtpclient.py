@@ -23,12 +23,11 @@ GNUGO_FALLBACKS = ("/usr/games/gnugo", "/usr/local/bin/gnugo", "/opt/homebrew/bi
 
 
 def find_pachi() -> str | None:
-    """Path of a Pachi executable: the one ``make pachi`` built beside this
-    Python (the venv's bin), else one on PATH, else None."""
+    """Path of the Pachi that ``make pachi`` built beside this Python (the
+    venv's bin), else None. Not PATH: Debian's ``pachi`` in /usr/games is a
+    platform game; another Pachi goes to the arena as a plain command."""
     here = os.path.join(os.path.dirname(sys.executable), "pachi")
-    if os.path.isfile(here) and os.access(here, os.X_OK):
-        return here
-    return shutil.which("pachi")
+    return here if os.path.isfile(here) and os.access(here, os.X_OK) else None
 
 
 class GtpError(RuntimeError):
