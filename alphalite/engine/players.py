@@ -139,21 +139,28 @@ def ownership_counts(state: board.GoState, num_playouts: int = 64, seed: int = 0
 DEAD = 0.05
 
 
-def _chains(state: board.GoState) -> tuple[np.ndarray, np.ndarray]:
-    """(flat points of the stones, each one's chain as its padded head stone)."""
+def _chains(state: board.GoState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the board's stones, flat, black +1; the flat points of the stones;
+    each one's chain as its padded head stone)."""
     n = state.size
-    idx = np.flatnonzero(board.stones(state).ravel())
-    return idx, state.board_tuple.head.reshape(n + 2, n + 2)[1:-1, 1:-1].ravel()[idx]
+    s = board.stones(state).ravel()
+    idx = np.flatnonzero(s)
+    return s, idx, state.board_tuple.head.reshape(n + 2, n + 2)[1:-1, 1:-1].ravel()[idx]
 
 
-def seki_points(state: board.GoState, heads=None) -> np.ndarray:
-    """Flat points of the stones whose chains are in seki by the static
-    reading of ``tactics.in_seki`` (of ``heads`` only, when given)."""
-    idx, chain = _chains(state)
+def _in_seki(state: board.GoState, idx: np.ndarray, chain: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """The points of ``idx`` (chains ``chain``, from ``_chains``) whose chain
+    is one of ``heads`` and in seki by ``tactics.in_seki``."""
     B = state.board_tuple
-    cand = np.unique(chain) if heads is None else np.unique(heads)
-    seki = [int(h) for h in cand if tactics.in_seki(B, int(h))]
+    seki = [int(h) for h in np.unique(heads) if tactics.in_seki(B, int(h))]
     return idx[np.isin(chain, seki)]
+
+
+def seki_points(state: board.GoState) -> np.ndarray:
+    """Flat points of the stones whose chains are in seki by the static
+    reading of ``tactics.in_seki``."""
+    _, idx, chain = _chains(state)
+    return _in_seki(state, idx, chain, chain)
 
 
 def dead_points(state: board.GoState, ownership: np.ndarray, threshold: float = DEAD) -> np.ndarray:
@@ -162,13 +169,14 @@ def dead_points(state: board.GoState, ownership: np.ndarray, threshold: float = 
     colour, is ``-threshold`` or less, but for chains in seki
     (``seki_points``: an estimate that averages lines where the seki is
     broken reads one side dead)."""
-    idx, chain = _chains(state)
-    own = (board.stones(state).ravel() * np.asarray(ownership, np.float64))[idx]
+    s, idx, chain = _chains(state)
+    own = (s * np.asarray(ownership, np.float64))[idx]
     mean = np.bincount(chain, own) / np.maximum(np.bincount(chain), 1)
     # a chain at exactly -threshold (16 playouts of 24) is dead whatever its size: the float sum may round up
-    dead = idx[mean[chain] <= -threshold + 1e-9]
+    is_dead = mean[chain] <= -threshold + 1e-9
+    dead = idx[is_dead]
     if len(dead):
-        dead = np.setdiff1d(dead, seki_points(state, chain[np.isin(idx, dead)]))
+        dead = np.setdiff1d(dead, _in_seki(state, idx, chain, chain[is_dead]))
     return dead
 
 
