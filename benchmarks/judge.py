@@ -13,8 +13,16 @@ Prints one JSON line: per judge, the share of stones whose life/death agrees
 with GNU Go, the share of games where every stone agrees, and the share of
 games whose winner after removing the dead stones matches the record.
 
+``--records GLOB`` judges arena records instead (``alphalite arena``'s
+``games/*.sgf``, any size) that ended by two passes: the engine's
+``final_score`` as ``alphalite gtp`` answers it (the board size's default
+engine, ``loadsgf`` of the whole game) against the result the arena's
+referee gave (RE). Prints the share with the same score and with the same
+winner, and the games that differ.
+
     python benchmarks/judge.py [--archive ../shared/data/tygem-2011-11.tar.gz | --data data/tygem]
         [--games 30] [--playouts 128] [--value NET ...]
+    python benchmarks/judge.py --records 'docs/games/*/games/*.sgf' [--size 9] [--games 400]
 """
 
 from __future__ import annotations
@@ -77,6 +85,56 @@ def held_out_games(data, n):
     return out
 
 
+def two_pass_records(pattern, n, size=None):
+    """Paths of the first ``n`` arena records matching ``pattern`` (sorted)
+    whose game ended by two passes (on a ``size`` board, when given), with
+    their referee's result."""
+    import glob
+
+    from alphalite.go import sgf
+
+    out = []
+    for path in sorted(glob.glob(pattern)):
+        data = Path(path).read_bytes()
+        if b"end: two passes" not in data:
+            continue
+        rec = sgf.read_sgf(data)
+        if size is not None and rec.size != size:
+            continue
+        out.append((path, rec.result))
+        if len(out) >= n:
+            break
+    return out
+
+
+def judge_records(pattern, n, size=None):
+    """``--records``: each record's ``final_score`` by the default engine."""
+    from alphalite.cli import build_parser
+    from alphalite.go import sgf
+    from alphalite.gtp.engine import Engine, config_from_args
+
+    engine = Engine(config_from_args(build_parser().parse_args(["gtp"])), log=lambda msg: None)
+    engine.wait_ready()
+    games = same_score = same_winner = 0
+    differ, seconds = [], 0.0
+    for path, result in two_pass_records(pattern, n, size):
+        answer = engine.handle(f"loadsgf {Path(path).resolve()}")
+        if not answer.startswith("="):
+            continue
+        t = time.perf_counter()
+        ours = engine.handle("final_score").lstrip("= ").strip()
+        seconds += time.perf_counter() - t
+        games += 1
+        winner = sgf.parse_result(result)[0]
+        same_score += ours == result
+        same_winner += sgf.parse_result(ours)[0] == winner
+        if ours != result:
+            differ.append({"record": path, "referee": result, "final_score": ours})
+    return {"benchmark": "judge", "records": pattern, "size": size, "games": games,
+            "same_score": round(same_score / max(games, 1), 4), "same_winner": round(same_winner / max(games, 1), 4),
+            "seconds_per_game": round(seconds / max(games, 1), 3), "differ": differ}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--archive", default="../shared/data/tygem-2011-11.tar.gz")
@@ -84,7 +142,12 @@ def main():
     p.add_argument("--playouts", type=int, default=128)
     p.add_argument("--data", help="a dataset folder: its counted test games instead of --archive")
     p.add_argument("--value", action="append", default=[], help="also judge by the search with this value net")
+    p.add_argument("--records", help="arena records (a glob): final_score against the referee's result")
+    p.add_argument("--size", type=int, help="--records: only games on this board size")
     args = p.parse_args()
+    if args.records:
+        print(json.dumps(judge_records(args.records, args.games, args.size)))
+        return
 
     from alphalite.engine import players
     from alphalite.engine.decisions import Judge

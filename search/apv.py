@@ -261,6 +261,11 @@ class ApvSearch:
         finally:
             self._running.release()
 
+    def forget(self) -> None:
+        """A new game: the last search's margin is not this game's score
+        utility centre (a loaded game at the same move number took it)."""
+        self._last_margin = None
+
     def close(self):
         if self.worker is not None:
             self.worker.close()

@@ -29,8 +29,8 @@ from typing import NamedTuple
 import numpy as np
 
 from alphalite.go import patterns
-from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, area, board_at, borrow, borrowed, copy_board,
-                                legal_mask, owners_into, play_flat, win_loss)
+from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, area, board_at, borrow, borrowed, clear_passes,
+                                copy_board, legal_mask, owners_into, play_flat, win_loss)
 from alphalite.nn.features import encode_into
 from alphalite.runtime.kernels import njit
 from search.tree import subtree_nodes
@@ -423,33 +423,39 @@ def descend_many(t, root, scr, pol, q, cfg, prior_buf, m, leaf_node, leaf_kind, 
 
 @njit(cache=True, nogil=True)
 def rollout_many(scr, pol, cfg, rng, m, leaf_kind, leaf_value, own, own_buf, margins):
-    """One pattern rollout from each of the first ``m`` scratch boards whose
-    leaf is not terminal; its ``utility`` and win/loss for the leaf's player
-    to move into ``leaf_value[k]``, each point's final owner (black +1) added to
-    ``own`` (the search's ownership estimate), its final area margin
-    (black minus white minus komi), its square and black's win/loss (+1,
-    -1, 0) to ``margins[0]``, ``margins[1]`` and ``margins[2]``. Touches no
-    tree: runs outside the tree lock. Returns the rollouts played."""
+    """One pattern rollout from each of the first ``m`` scratch boards: a
+    rollout leaf's ``utility`` and win/loss for its player to move into
+    ``leaf_value[k]``; each point's final owner (black +1) added to ``own``
+    (the search's ownership estimate), its final area margin (black minus
+    white minus komi), its square and black's win/loss (+1, -1, 0) to
+    ``margins[0]``, ``margins[1]`` and ``margins[2]``. A terminal leaf (two
+    passes in the tree) keeps its Tromp-Taylor value but is played out too,
+    its passes forgotten, for the estimate: the lines that end the game are
+    often the best ones, and an estimate without them rested on the others
+    alone (from a finished 9x9 game, lines where the mover filled an eye of
+    its only group: a group with two eyes read dead). Touches no tree: runs
+    outside the tree lock. Returns the rollouts played."""
     max_moves = int(cfg[C_MAX_MOVES])
     komi = cfg[C_KOMI]
-    played = 0
     for k in range(m):
-        if leaf_kind[k] == LEAF_ROLLOUT:
-            played += 1
-            S = board_at(scr, k)
-            me = S.meta[M_TOPLAY]
-            patterns.rollout(S, patterns.state_for(S), pol.roll, rng, max_moves)
-            owners_into(S, own_buf)
-            margin = -komi
-            for i in range(own_buf.shape[0]):
-                own[i] += own_buf[i]
-                margin += own_buf[i]
+        S = board_at(scr, k)
+        terminal = leaf_kind[k] == LEAF_TERMINAL
+        if terminal:
+            clear_passes(S)
+        me = S.meta[M_TOPLAY]
+        patterns.rollout(S, patterns.state_for(S), pol.roll, rng, max_moves)
+        owners_into(S, own_buf)
+        margin = -komi
+        for i in range(own_buf.shape[0]):
+            own[i] += own_buf[i]
+            margin += own_buf[i]
+        if not terminal:
             leaf_value[k, 0] = utility(margin, me, cfg)
             leaf_value[k, 1] = win_loss(margin, me)
-            margins[0] += margin
-            margins[1] += margin * margin
-            margins[2] += win_loss(margin, 1)
-    return played
+        margins[0] += margin
+        margins[1] += margin * margin
+        margins[2] += win_loss(margin, 1)
+    return m
 
 
 @njit(cache=True, nogil=True)

@@ -136,6 +136,8 @@ def test_score_utility_centres_on_the_last_search(policies):
     after = board.play(state, 40)
     assert np.isclose(s._center(after), 0.8 * out.margin)
     assert s._center(board.play(board.play(after, 41), 42)) == 0.0 and s._center(state) == 0.0
+    s.forget()  # a new game (clear_board, loadsgf): the last game's margin is not its centre
+    assert s._center(after) == 0.0
 
 
 def test_lambda_zero_keeps_network_values_out(policies):
@@ -472,10 +474,10 @@ def test_player_judges_from_its_own_search(policies):
 
 
 def test_player_judges_near_the_end_from_a_whole_search_it_just_made(policies):
-    """Near the end many simulations end in the tree at two passes, so a
-    whole search holds fewer rollouts than simulations: the judge takes it
-    as it is (it searched again, comparing rollouts with the simulations
-    asked)."""
+    """Near the end many simulations end in the tree at two passes; each is
+    played out for the estimate too, so a whole search holds a rollout per
+    simulation, and the judge takes it as it is (it once searched again,
+    comparing rollouts with the simulations asked)."""
     from alphalite.engine import players
 
     class Net:
@@ -497,7 +499,7 @@ def test_player_judges_near_the_end_from_a_whole_search_it_just_made(policies):
     try:
         p.run(state, max_visits=120)
         last = p.last
-        assert last.rollouts < last.simulations == 120  # about half ended at two passes
+        assert last.rollouts == last.simulations == 120  # about half ended at two passes, played out for the estimate
         *_, sims = p.territory(state, 100)
         assert p.last is last and sims == 120 and runs == [120]
     finally:

@@ -814,6 +814,7 @@ class ApvPlayer:
 
     def forget(self):
         self._prev = None
+        self.search.forget()
 
     def close(self):
         self.search.close()
