@@ -39,7 +39,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from alphalite.go.board import GoState, board_at, copy_board, default_max_moves, legal_mask, stacked
+from alphalite.go.board import GoState, board_at, copy_board, default_max_moves, stacked
 from alphalite.runtime import cpu
 from search import apv_kernels as K
 from search.params import SearchParams, mix_root_noise
@@ -316,7 +316,7 @@ class _Run:
         if tree.net_state[0] != K.NET_DONE and s.net_fn is not None:
             S = board_at(self.lanes[0].scr, 0)
             copy_board(S, self.root)
-            legal_mask(S, tree.children_legal[0])
+            K.tree_moves(S, tree.children_legal[0])
             K.encode_into(S, s.preset_id, self.fill.planes[0])
             self.fill.legal[0] = tree.children_legal[0]
             self.fill.node[0] = 0

@@ -29,8 +29,8 @@ from typing import NamedTuple
 import numpy as np
 
 from alphalite.go import patterns
-from alphalite.go.board import (M_NHIST, M_PASSES, M_TOPLAY, area, board_at, borrow, borrowed, clear_passes,
-                                copy_board, legal_mask, owners_into, play_flat, win_loss)
+from alphalite.go.board import (M_NHIST, M_PASSES, M_SIZE, M_TOPLAY, area, board_at, borrow, borrowed,
+                                clear_passes, copy_board, is_eye, legal_mask, owners_into, play_flat, win_loss)
 from alphalite.nn.features import encode_into
 from alphalite.runtime.kernels import njit
 from search.tree import subtree_nodes
@@ -275,9 +275,28 @@ def set_priors(t, node, priors):
 
 
 @njit(cache=True)
+def tree_moves(S, out):
+    """bool ``out[A]``: the moves a node searches: the legal ones but the
+    mover's own true eyes (``board.is_eye``; AlphaGo's sensibleness, the
+    rule of the rollouts and of every player's candidates). Filling one
+    never captures and only gives liberties away, yet near the end of a
+    game, one of the few moves left, it took visits from priors that did
+    not rule it out (the tree policy's), and the lines under it read a
+    living group dead."""
+    legal_mask(S, out)
+    me = S.meta[M_TOPLAY]
+    n = S.meta[M_SIZE]
+    W = n + 2
+    for r in range(n):
+        for c in range(n):
+            if out[r * n + c] and is_eye(S.color, (r + 1) * W + c + 1, me, W):
+                out[r * n + c] = False
+
+
+@njit(cache=True)
 def expand(t, node, S, pol, prior_buf):
-    """``node`` (position ``S``) expanded: its legal moves, the tree policy's priors."""
-    legal_mask(S, t.children_legal[node])
+    """``node`` (position ``S``) expanded: its ``tree_moves``, the tree policy's priors."""
+    tree_moves(S, t.children_legal[node])
     patterns.probabilities(S, patterns.state_for(S), pol.tree_tab, pol.tree_w, pol.tree_row, prior_buf)
     set_priors(t, node, prior_buf)
     t.expanded[node] = True
@@ -369,7 +388,7 @@ def _descend(t, root, S, pol, q, cfg, prior_buf):
         if t.net_state[node] == NET_NONE and q.count[0] < qcap:
             k = q.count[0]
             encode_into(S, int(cfg[C_PRESET]), q.planes[k])
-            legal_mask(S, q.legal[k])
+            tree_moves(S, q.legal[k])
             q.node[k] = node
             q.count[0] = k + 1
             t.net_state[node] = NET_QUEUED

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from alphalite.go import board
+from alphalite.go import board, coords
 from alphalite.nn import features
 from search import apv_kernels as K
 from search.apv import ApvSearch, ApvView, root_analysis
@@ -18,6 +18,18 @@ from search.rollout import PatternPolicy
 from tests.test_search import CAPTURE, CAPTURE_MOVE
 
 PRESET = "default"
+# Black to play; A9 is its true eye (a corner: every neighbour and the diagonal Black's)
+EYE = """
+    . X . . . . . . .
+    X X . . . . . . .
+    . . . . . . . . .
+    . . . . O . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+    """
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +150,35 @@ def test_score_utility_centres_on_the_last_search(policies):
     assert s._center(board.play(board.play(after, 41), 42)) == 0.0 and s._center(state) == 0.0
     s.forget()  # a new game (clear_board, loadsgf): the last game's margin is not its centre
     assert s._center(after) == 0.0
+
+
+def test_the_tree_searches_no_own_eye(policies):
+    """A node's moves leave out the mover's true eyes (AlphaGo's
+    sensibleness, the rollouts' rule), with the network and without it. At
+    the end of a game (tests/data/two-eyes-9x9.sgf) each side's only legal
+    moves are its own eyes: pass is what is left to search."""
+    final = board.parse_diagram("""
+        X O O O O X X . X
+        X X O O O O X X .
+        X X O O O X X X X
+        . X O O O O X X .
+        X . X X O O O X X
+        X X X X X O O X O
+        X X X O O O O O O
+        X . X X O O . O O
+        . X X X X O O O .
+        """, komi=7.0, to_play=board.WHITE)
+    for net in (flat_net(), None):
+        for state in (final, board.with_to_play(final, board.BLACK)):
+            out = make(net, policies, 9, synchronous=True, search_params=SearchParams(lam=0.5 if net else 0.0)).run(
+                state, max_sims=40)
+            assert np.flatnonzero(out.tree.children_legal[0]).tolist() == [81]
+    # in the middle of a game an eye is left out and the rest kept
+    eye = board.parse_diagram(EYE, komi=7.0)
+    out = make(flat_net(), policies, 9, synchronous=True).run(eye, max_sims=40)
+    legal = board.legal_moves(eye)
+    legal[coords.from_gtp("A9", 9)] = False
+    assert (out.tree.children_legal[0] == legal).all() and board.legal_moves(eye)[coords.from_gtp("A9", 9)]
 
 
 def test_lambda_zero_keeps_network_values_out(policies):
@@ -436,7 +477,6 @@ def test_player_reuses_its_tree_along_the_game(policies):
 def test_player_judges_from_its_own_search(policies):
     from alphalite.engine import players
     from alphalite.engine.decisions import Judge
-    from alphalite.go import coords
 
     class Net:
         size, preset, inference, value_model, has_value, has_ownership = 9, PRESET, "jax", None, False, False
@@ -541,7 +581,6 @@ def test_self_play_through_gtp_ends_by_passing_before_the_cap():
             break
         colour = "w" if colour == "b" else "b"
     assert moves[-2:] == ["pass", "pass"] and len(moves) < 2 * 81, (len(moves), moves)
-    from alphalite.go import coords
 
     score = eng.handle("final_score").split()[1]
     # what a GUI counts: the area once the stones final_status_list calls dead are off

@@ -1322,16 +1322,19 @@ def test_undo_restarts_the_resign_streak():
     assert eng.handle("undo").startswith("? cannot undo") and eng.resign_policy.streak == 2
 
 
-def test_a_finished_game_keeps_a_group_with_two_eyes_alive():
+@pytest.mark.parametrize("nets", ["auto", None])
+def test_a_finished_game_keeps_a_group_with_two_eyes_alive(nets):
     """An arena game's end (Pachi 11.99 against the default 9x9 engine,
     docs/games/default9-pachi-1130, game 31): White's big group has two
     real eyes (G2, J1) and nothing else to play. The judge's search from
     the final position ends most lines at two passes; its other moves fill
     an eye and lose the group. When only the lines that did not end were
     played out, the estimate read the group dead (ownership -0.29 for
-    White) and ``final_score`` said B+74 where the referee counted B+2."""
-    eng = gtp.Engine(gtp.EngineConfig(engine="apv", checkpoint="auto", value_checkpoint="auto"), log=lambda m: None,
-                     warmup=False)  # alphalite gtp's defaults: az9 at 9x9
+    White) and ``final_score`` said B+74 where the referee counted B+2;
+    without a net (the tree policy's priors) it said so even then, until
+    the tree stopped searching own eyes."""
+    eng = gtp.Engine(gtp.EngineConfig(engine="apv", checkpoint=nets, value_checkpoint=nets), log=lambda m: None,
+                     warmup=False)  # auto: alphalite gtp's defaults (az9 at 9x9); None: the pattern policies alone
     assert eng.handle(f"loadsgf {DATA / 'two-eyes-9x9.sgf'}").startswith("=")
     assert eng.state.is_over and eng.state.size == 9
     assert eng.handle("final_status_list dead").strip() == "="
