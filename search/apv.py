@@ -39,7 +39,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from alphalite.go.board import GoState, board_at, copy_board, default_max_moves, stacked
+from alphalite.go.board import GoState, board_at, copy_board, default_max_moves, legal_mask, stacked
 from alphalite.runtime import cpu
 from search import apv_kernels as K
 from search.params import SearchParams, mix_root_noise
@@ -325,11 +325,14 @@ class _Run:
             tree.expanded[0] = True
             self._evaluate_now()
         if self.allowed is not None:
+            allowed = np.ascontiguousarray(self.allowed, np.bool_)
+            S = board_at(self.lanes[0].scr, 0)
+            copy_board(S, self.root)
             if not tree.expanded[0]:  # no network: the tree policy's priors
-                S = board_at(self.lanes[0].scr, 0)
-                copy_board(S, self.root)
                 K.expand(tree, 0, S, s.pol, self.lanes[0].prior_buf)
-            K.restrict_root(tree, np.ascontiguousarray(self.allowed, np.bool_))
+            if not (tree.children_legal[0] & allowed).any():  # only own eyes allowed: those, then
+                legal_mask(S, tree.children_legal[0])
+            K.restrict_root(tree, allowed)
         clean = self._add_noise()
         threads = [threading.Thread(target=self._guarded, args=(lane,), daemon=True) for lane in self.lanes[1:]]
         for t in threads:

@@ -655,27 +655,29 @@ def test_gtp_apv_plays_a_size_no_network_plays():
 @pytest.mark.parametrize("with_net", [True, False])
 def test_allowed_root_moves_are_the_only_ones_searched(policies, with_net):
     """``allowed`` (GTP ``avoid``/``allow``) bans root moves, the capture
-    among them; the priors of what is left sum to 1; deeper nodes keep
-    every move."""
+    and pass; the priors of what is left sum to 1; deeper nodes keep every
+    move. Of what is left, A1 and E1 are Black's own eyes, which a node
+    does not search (E5 is a false eye) unless nothing else is allowed."""
     state = board.parse_diagram(CAPTURE, komi=12.5)
     s = make(flat_net() if with_net else None, policies, 5, synchronous=True, search_params=SearchParams(lam=0.0))
     allowed = np.ones(26, bool)
     allowed[[CAPTURE_MOVE, 25]] = False
     out = s.run(state, max_sims=200, allowed=allowed)
     t = out.tree
-    assert out.action != CAPTURE_MOVE and allowed[out.action]
-    assert t.children_nr[0, ~allowed].sum() == 0 and t.children_nr[0].sum() == 200
-    assert not t.children_legal[0, ~allowed].any() and np.isclose(t.children_prior[0].sum(), 1.0)
-    seen = 0
-    for a in np.flatnonzero(t.children_index[0] >= 0):  # each reply's node: every legal move, none banned
-        k = t.children_index[0, a]
-        if t.expanded[k]:
-            np.testing.assert_array_equal(t.children_legal[k], board.legal_moves(board.play(state, int(a))))
-            seen += 1
-    assert seen >= 3
+    e5, a1, e1 = (coords.from_gtp(m, 5) for m in ("E5", "A1", "E1"))
+    assert out.action == e5 and t.children_nr[0].sum() == t.children_nr[0, e5] == 200
+    assert np.flatnonzero(t.children_legal[0]).tolist() == [e5] and np.isclose(t.children_prior[0].sum(), 1.0)
+    k = t.children_index[0, e5]  # the reply's node: every legal move, none banned
+    np.testing.assert_array_equal(t.children_legal[k], board.legal_moves(board.play(state, e5)))
     K.check(t)
     with pytest.raises(ValueError, match="fresh tree"):
         s.run(state, max_sims=10, tree=t, allowed=allowed)
+    # only own eyes allowed: they are searched then
+    allowed[e5] = False
+    t = s.run(state, max_sims=200, allowed=allowed).tree
+    assert np.flatnonzero(t.children_legal[0]).tolist() == [a1, e1] and np.isclose(t.children_prior[0].sum(), 1.0)
+    assert t.children_nr[0, a1] > 0 and t.children_nr[0, e1] > 0 and t.children_nr[0].sum() == 200
+    K.check(t)
     s.close()
 
 
