@@ -323,6 +323,7 @@ def warm_up_rules(state: board.GoState) -> None:
     (``is_self_atari`` in a 9x9 pass at 1 s a move: a 1.46 s move)."""
     n2 = state.size * state.size
     owners(state)
+    board.legal_moves(state)  # cleanup's liberties to fill (the search's own nodes use apv_kernels.tree_moves)
     score_without(state, np.flatnonzero(board.stones(state).ravel())[:1])  # dead stones off
     tactics.in_seki(state.board_tuple, 0)  # the judge's seki reading (dead_points, final_status_list)
     _own_eye(state, 0)
