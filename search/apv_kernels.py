@@ -30,7 +30,8 @@ import numpy as np
 
 from alphalite.go import patterns
 from alphalite.go.board import (M_NHIST, M_PASSES, M_SIZE, M_TOPLAY, area, board_at, borrow, borrowed,
-                                clear_passes, copy_board, is_eye, legal_mask, owners_into, play_flat, win_loss)
+                                clear_passes, copy_board, legal_mask, owners_into, play_flat, win_loss)
+from alphalite.go.tactics import sensible
 from alphalite.nn.features import encode_into
 from alphalite.runtime.kernels import njit
 from search.tree import subtree_nodes
@@ -277,7 +278,7 @@ def set_priors(t, node, priors):
 @njit(cache=True)
 def tree_moves(S, out):
     """bool ``out[A]``: the moves a node searches: the legal ones but the
-    mover's own true eyes (``board.is_eye``; AlphaGo's sensibleness, the
+    mover's own true eyes (``tactics.sensible``: AlphaGo's sensibleness, the
     rule of the rollouts and of every player's candidates). Filling one
     never captures and only gives liberties away, yet near the end of a
     game, one of the few moves left, it took visits from priors that did
@@ -286,11 +287,9 @@ def tree_moves(S, out):
     legal_mask(S, out)
     me = S.meta[M_TOPLAY]
     n = S.meta[M_SIZE]
-    W = n + 2
     for r in range(n):
         for c in range(n):
-            if out[r * n + c] and is_eye(S.color, (r + 1) * W + c + 1, me, W):
-                out[r * n + c] = False
+            out[r * n + c] = sensible(S, (r + 1) * (n + 2) + c + 1, me, out[r * n + c])
 
 
 @njit(cache=True)
