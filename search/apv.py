@@ -62,7 +62,7 @@ class ApvOutput(NamedTuple):
     action: int  # most-rollout-visited root move (flat, pass = size*size)
     visit_probs: np.ndarray  # float32 [A]: root rollout-visit distribution
     root_value: float  # mixed root value, [-1, 1], the root player's view (win/loss: with a score
-    # utility, the final output mixes this search's rollouts' wins and losses, not the tree's utilities)
+    # utility, the final output reads the tree's wins and losses, node_wl, not its utilities)
     tree: K.ApvTree
     simulations: int  # rollouts this search
     net_evals: int  # positions the network evaluated this search (root included)
@@ -462,10 +462,10 @@ class _Run:
             n = sum(lane.n_own for lane in self.lanes)
             if n:
                 own = sum(lane.own for lane in self.lanes) / n
-                margin, square, black_wins = sum(lane.margins for lane in self.lanes) / n
+                margin, square, _ = sum(lane.margins for lane in self.lanes) / n
                 stdev = float(np.sqrt(max(square - margin * margin, 0.0)))
-                if self.cfg[K.C_SCORE_W] > 0.0:  # the tree holds utilities: report the rollouts' win/loss
-                    value = float(K.mixed(self.state.to_play * black_wins, tree.node_wv[0], tree.node_nv[0], self.lam))
+            if self.cfg[K.C_SCORE_W] > 0.0:  # the tree's utilities hold a score term: report its win/loss,
+                value = float(K.node_winrate(tree, 0, self.lam))  # the same sums the analysis lines read
             if self.n_net_own:  # the ownership head's tree average beside the rollouts', by lambda
                 head = self.net_own / self.n_net_own
                 own = self.lam * head + (1.0 - self.lam) * own if n else head

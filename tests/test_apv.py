@@ -139,12 +139,13 @@ def test_score_utility_centres_on_the_last_search(policies):
     assert s._center(state) == 0.0
     out = s.run(state, max_sims=200)
     assert out.rollouts > 0 and out.margin != 0.0
-    # the value reported is the rollouts' win/loss mixed with the net's, not the tree's utilities
-    wins = sum(lane.margins[2] for lane in s._lanes) / out.rollouts
+    # the value reported is the tree's win/loss mixed with the net's (what the analysis
+    # lines read), not the tree's utilities
     t = out.tree
-    assert np.isclose(out.root_value, 0.5 * wins + 0.5 * t.node_wv[0] / t.node_nv[0])
+    assert np.isclose(out.root_value, 0.5 * t.node_wl[0] / t.node_nr[0] + 0.5 * t.node_wv[0] / t.node_nv[0])
+    assert out.root_value == K.node_winrate(t, 0, 0.5) == ApvView(t, state, 0.5).winrate_value(0)
     assert not np.isclose(out.root_value, K.node_q(t, 0, 0.5))
-    assert np.isclose(t.node_wl[0], sum(lane.margins[2] for lane in s._lanes))  # the tree keeps those wins too
+    assert np.isclose(t.node_wl[0], sum(lane.margins[2] for lane in s._lanes))  # no terminal leaf: the rollouts' wins
     after = board.play(state, 40)
     assert np.isclose(s._center(after), 0.8 * out.margin)
     assert s._center(board.play(board.play(after, 41), 42)) == 0.0 and s._center(state) == 0.0

@@ -197,6 +197,17 @@ def test_an_unwritable_cache_costs_the_cache_only(tmp_path, monkeypatch):
     assert net.inference == "int8" and "not cached" in net.note
 
 
+def test_calibration_takes_any_number_of_positions():
+    """Self-play on 13x13 keeps 272 calibration positions, not a multiple
+    of the calibration's batch: every size's nets quantize."""
+    proto = onnx_export.to_onnx(*checkpoint.load_model("az9", "policy_value")[1:]).SerializeToString()
+    fp = onnx_export.session_of(proto)
+    planes = int8.self_play_planes(lambda x: fp.run(None, {"planes": x})[0], 9, "default", games=3, every=2)
+    assert len(planes) % 64 != 0
+    q = int8.quantize(proto, planes)
+    assert int8.agreement(fp, onnx_export.session_of(q), planes) > 0.8
+
+
 def test_self_play_planes_cover_the_game(cache):
     fp = onnx_export.session(*checkpoint.load_model("az9", "policy_value")[1:])
     planes = int8.self_play_planes(lambda x: fp.run(None, {"planes": x})[0], 9, "default", games=4, every=2)

@@ -152,7 +152,11 @@ def quantize(proto: bytes, planes: np.ndarray, reduce_range: bool = False) -> by
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
 
-    chunks = [np.ascontiguousarray(planes[i:i + 64], np.float32) for i in range(0, len(planes), 64)]
+    # batches of one size: ORT's percentile calibrator stacks every batch's activations into
+    # one array, and a shorter last batch (13x13 self-play: 272 positions) made it fail
+    k = -(-len(planes) // 64)
+    each = len(planes) // k
+    chunks = [np.ascontiguousarray(planes[i * each:(i + 1) * each], np.float32) for i in range(k)]
 
     class Reader(CalibrationDataReader):
         def __init__(self):
