@@ -376,7 +376,7 @@ def test_policy_engine_and_fallback(tmp_path):
         eng.close()
     log = (tmp_path / "stderr.txt").read_text()
     assert f"9x9 nets: policy {path}, value none" in log
-    assert log.count("no network plays 7x7 (nets: 9x9, 19x19): policy engine using rollout MCTS with line "
+    assert log.count("no network plays 7x7 (nets: 9x9, 13x13, 19x19): policy engine using rollout MCTS with line "
                      "priors") == 1
 
 
@@ -569,7 +569,8 @@ def test_stray_errors_of_a_failed_load_stay_held(tmp_path):
 def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
     """``alphalite gtp`` with no flag, started in a folder of its own (as
     GUIs do) that holds a decoy ``policy9`` folder: the shipped 9x9 nets play
-    9x9, ``boardsize 19`` switches to the 19x19 ones, a size with no net says
+    9x9, ``boardsize 19`` switches to the 19x19 ones, 13x13 plays the 19x19
+    policy moved there, a size with no net says
     so once and plays rollout MCTS; a net given by name loads from there
     too, while a folder of that name in the working folder wins."""
     from alphalite.nn import checkpoint
@@ -578,13 +579,13 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
     eng = RawGtp([], tmp_path / "stderr.txt", cwd=tmp_path)
     try:
         assert eng.ask("1 name", timeout=20) == (True, "alphalite")
-        for i, size in enumerate((9, 19, 7)):
+        for i, size in enumerate((9, 19, 7, 13)):
             assert eng.ask(f"{10 * i + 2} boardsize {size}") == (True, "")
             assert eng.ask(f"{10 * i + 3} clear_board", timeout=120) == (True, "")
             ok, move = eng.ask(f"{10 * i + 4} genmove b", timeout=120)
             assert ok and re.fullmatch(r"[A-HJ-T][1-9][0-9]?", move), move
-        assert eng.ask("40 boardsize 7") == (True, "")
-        assert eng.ask("41 genmove w", timeout=120)[0]
+        assert eng.ask("50 boardsize 7") == (True, "")
+        assert eng.ask("51 genmove w", timeout=120)[0]
     finally:
         eng.close()
     assert eng.proc.returncode == 0
@@ -592,8 +593,10 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
     shipped = {n: checkpoint.shipped(n) for n in ("az9", "policy19ag40b12", "value19b12")}
     assert f"9x9 nets: policy {shipped['az9']}, value its own head (policy-value net)" in log, log
     assert f"19x19 nets: policy {shipped['policy19ag40b12']}, value {shipped['value19b12']}" in log, log
-    assert log.count("no network plays 7x7 (nets: 9x9, 19x19): apv engine searching with its pattern policies "
-                     "alone") == 1, log
+    assert f"13x13 nets: policy {shipped['policy19ag40b12']} (19x19, its policy head moved to 13x13), value none" \
+        in log, log
+    assert log.count("no network plays 7x7 (nets: 9x9, 13x13, 19x19): apv engine searching with its pattern "
+                     "policies alone") == 1, log
     assert re.search(r"B [A-HJ][1-9] winrate [0-9.]+ visits 400 ", log), log  # a value net's winrate
 
     out = _gtp_start(["--engine", "policy", "--checkpoint", "policy19", "--value-checkpoint", "value19"], tmp_path,
@@ -623,6 +626,27 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
     assert set(checkpoint.shipped_names()) >= set(checkpoint.POLICY_ALONE_NETS.values())
 
 
+def test_a_policy_net_plays_another_board_size_alone():
+    """``load_net(..., size=13)``: the 19x19 policy moved to 13x13 opens in
+    a corner; a value net beside it, or a net with a value head, is refused
+    in one line."""
+    from alphalite.engine import players
+    from alphalite.go import board
+    from alphalite.nn import checkpoint
+
+    net = players.load_net("policy19ag40b12", None, "onnx", size=13)
+    assert net.size == 13 and net.resized_from == 19 and not net.has_value
+    p, v = net.evaluate(board.new_game(13, 7.5))
+    assert v is None and p.shape == (170,) and abs(p.sum() - 1) < 1e-4
+    r, c = divmod(int(p.argmax()), 13)
+    assert sorted((min(r, 12 - r), min(c, 12 - c))) in ([2, 2], [2, 3], [3, 3]), (r, c)  # 3-3, 3-4 or 4-4
+    assert players.load_net("policy19ag40b12", None, "onnx", size=19).resized_from is None
+    with pytest.raises(checkpoint.CheckpointError, match="only a policy net alone plays 13x13"):
+        players.load_net("policy19ag40b12", "value19b12", "onnx", size=13)
+    with pytest.raises(checkpoint.CheckpointError, match="az9 is a 9x9 net and cannot play 13x13: only a ResNet policy"):
+        players.load_net("az9", None, "onnx", size=13)
+
+
 def test_auto_nets_of_each_engine():
     """``--checkpoint auto``: the searches play ``DEFAULT_NETS``; the policy
     engine plays its 19x19 net alone (``POLICY_ALONE_NETS``: as measured,
@@ -638,18 +662,19 @@ def test_auto_nets_of_each_engine():
     def sh(name):
         return str(checkpoint.shipped(name))
 
-    assert planned(engine="policy") == {9: (sh("az9"), None), 19: (sh("policy19ag40b12"), None)}
+    ag40 = sh("policy19ag40b12")  # on 13x13 too, moved there alone
+    assert planned(engine="policy") == {9: (sh("az9"), None), 13: (ag40, None), 19: (ag40, None)}
     for engine in ("apv", "mcts"):
-        assert planned(engine=engine) == {9: (sh("az9"), None), 19: (sh("policy19ag40b12"), sh("value19b12"))}
+        assert planned(engine=engine) == {9: (sh("az9"), None), 13: (ag40, None), 19: (ag40, sh("value19b12"))}
     assert checkpoint.read_model_info(checkpoint.shipped("policy19ag40b12"))["preset"] == "alphago40"
     # a named net replaces the shipped ones of its own size only (the others
     # kept their nets: a 9x9 net named left 19x19 to the pattern policies)
     s = gtp.Engine(EngineConfig(engine="apv", checkpoint="policy9", value_checkpoint=AUTO), log=lambda m: None,
                    warmup=False)
-    assert s._nets == {9: ("policy9", None), 19: (sh("policy19ag40b12"), sh("value19b12"))}
+    assert s._nets == {9: ("policy9", None), 13: (ag40, None), 19: (ag40, sh("value19b12"))}
     s = Session()
     s.init_session(EngineConfig(engine="apv", checkpoint=AUTO, value_checkpoint=None), warmup=False)
-    assert s._nets == {9: (sh("az9"), None), 19: (sh("policy19ag40b12"), None)}
+    assert s._nets == {9: (sh("az9"), None), 13: (ag40, None), 19: (ag40, None)}
 
 
 def test_package_data_holds_every_shipped_file():

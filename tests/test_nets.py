@@ -350,3 +350,46 @@ def test_import_does_no_device_work():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
+
+
+# --------------------------------------------------------------------------
+# a policy net on another board size
+
+
+def test_edge_map_keeps_each_line_as_far_from_its_edge():
+    assert nets.edge_map(19, 13).tolist() == [0, 1, 2, 3, 4, 5, 6, 13, 14, 15, 16, 17, 18]
+    assert nets.edge_map(19, 19).tolist() == list(range(19))
+    assert nets.edge_map(9, 13).tolist() == [0, 1, 2, 3, 4, 4, 4, 4, 4, 5, 6, 7, 8]
+
+
+def test_a_resized_policy_keeps_its_local_weights():
+    """A dense head that reads only each point's own features (point q's
+    logit = its channel 0 times 2 + its own bias) does the same on any board:
+    the weights follow the offset from each point's image, not the images
+    of both ends, which on 19 -> 13 would tear the middle apart."""
+    n = 9
+    model = nets.make_model("b1c8", n, 4)
+    variables = nets.init_variables(model, jax.random.key(0))
+    variables = jax.tree_util.tree_map(np.asarray, variables)
+    kernel = np.zeros((n * n * 2, n * n + 1), np.float32)
+    kernel[2 * np.arange(n * n), np.arange(n * n)] = 2.0  # channel 0 of q -> logit q
+    kernel[1::2, n * n] = 0.5  # channel 1 of every point -> pass
+    bias = np.arange(n * n + 1, dtype=np.float32)
+    variables["params"]["policy_dense"] = {"kernel": kernel, "bias": bias}
+    same_model, same = nets.resize_policy(model, variables, n)
+    assert same_model.size == n and np.array_equal(same["params"]["policy_dense"]["kernel"], kernel)
+    for size, lines in ((7, [0, 1, 2, 3, 6, 7, 8]), (13, [0, 1, 2, 3, 4, 4, 4, 4, 4, 5, 6, 7, 8])):
+        m2, v2 = nets.resize_policy(model, variables, size)
+        k, b = v2["params"]["policy_dense"]["kernel"], v2["params"]["policy_dense"]["bias"]
+        a = size * size
+        assert m2.size == size and k.shape == (2 * a, a + 1) and b.shape == (a + 1,)
+        assert np.array_equal(k[2 * np.arange(a), np.arange(a)], np.full(a, 2.0))  # each point its own
+        assert np.count_nonzero(k[:, :a]) == a  # and nothing across the middle
+        assert np.array_equal(k[1::2, a], np.full(a, 0.5)) and not k[0::2, a].any()
+        images = (np.array(lines)[:, None] * n + np.array(lines)[None, :]).reshape(-1)
+        assert np.array_equal(b, np.concatenate([images, [n * n]]).astype(np.float32))
+        # the model built for the new size runs on its planes with these weights
+        x = np.zeros((1, size, size, 4), np.float32)
+        assert m2.apply(v2, x).shape == (1, a + 1)
+    with pytest.raises(ValueError, match="only a ResNet policy net"):
+        nets.resize_policy(nets.make_model("b1c8_value", n, 4), variables, 13)

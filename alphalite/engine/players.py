@@ -382,6 +382,7 @@ class PolicyNet:
         from alphalite.nn import features, nets
 
         self.size = int(info["board_size"])
+        self.resized_from = info.get("resized_from")  # the board size the policy net learned on, if another
         ppreset = info.get("preset", "default")
         self.preset = ppreset  # the planes the search encodes: a pair when the value net's differ
         self.model = nets.make_model(info["model"], self.size, features.num_planes(ppreset))
@@ -486,15 +487,28 @@ class PolicyNet:
 
 
 
-def load_net(policy: str, value: str | None = None, inference: str = "auto") -> PolicyNet:
+def load_net(policy: str, value: str | None = None, inference: str = "auto", size: int | None = None) -> PolicyNet:
     """The policy net ``policy`` (a shipped net's name or a folder) with the
     value net ``value`` beside it, each checked for its kind, the value net
     for the policy's board size; or a policy-value net (a folder, or an
     AlphaZero run folder: its best net) alone, valued by its own head;
-    ``checkpoint.CheckpointError`` names the folder otherwise."""
-    from alphalite.nn import checkpoint
+    ``checkpoint.CheckpointError`` names the folder otherwise. ``size``:
+    a ResNet policy net of another board size, alone, is moved to this one
+    (``nets.resize_policy``; its ``info`` says ``resized_from``)."""
+    from alphalite.nn import checkpoint, nets
 
-    info, _, variables = checkpoint.load_model(policy, ("policy", "policy_value"))
+    info, model, variables = checkpoint.load_model(policy, ("policy", "policy_value"))
+    if size is not None and size != info["board_size"]:
+        n = info["board_size"]
+        if value is not None:
+            raise checkpoint.CheckpointError(f"{policy} is a {n}x{n} net: only a policy net alone plays "
+                                             f"{size}x{size}, no value net beside it")
+        try:
+            _, variables = nets.resize_policy(model, variables, size)
+        except ValueError as e:
+            raise checkpoint.CheckpointError(f"{policy} is a {n}x{n} net and cannot play {size}x{size}: {e}") \
+                from None
+        info = {**info, "board_size": size, "resized_from": n}
     if value is not None and checkpoint.net_kind(info) == "policy_value":
         raise checkpoint.CheckpointError(f"{policy} is a policy-value net, valued by its own head: "
                                          f"no value net beside it (drop --value-checkpoint {value})")

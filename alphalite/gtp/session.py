@@ -350,6 +350,9 @@ class Session:
         policy, value = self._nets[n]
         if value is None and self._loaded[n].has_value:
             value = "its own head (policy-value net)"
+        r = self._loaded[n].resized_from
+        if r:
+            policy = f"{policy} ({r}x{r}, its policy head moved to {n}x{n})"
         self.log(f"{NAME}: {n}x{n} nets: policy {policy}, value {value or 'none'} "
                  f"(loaded in {seconds:.1f} s, {self._loaded[n].inference}"
                  f"{': ' + self._loaded[n].note if self._loaded[n].note else ''})")
@@ -367,7 +370,7 @@ class Session:
         if n not in self._loaded:
             t0 = time.perf_counter()
             try:
-                self._loaded[n] = players.load_net(*self._nets[n], self.config.inference)
+                self._loaded[n] = players.load_net(*self._nets[n], self.config.inference, size=n)
                 self._log_loaded(n, time.perf_counter() - t0)
             except checkpoint.CheckpointError as e:
                 self._loaded[n] = e

@@ -668,6 +668,51 @@ def make_model(name: str, size: int, num_planes: int, **opts) -> nn.Module:
     return ResNetPolicy(size=size, num_planes=num_planes, blocks=blocks, channels=channels, **opts)
 
 
+def edge_map(from_size: int, to_size: int) -> np.ndarray:
+    """int [to_size]: for each line of a ``to_size`` board, the line of a
+    ``from_size`` board as far from the same edge (the nearer one), the
+    middle lines of a larger board all taking the smaller one's middle."""
+    half = (from_size - 1) // 2
+    r = np.arange(to_size)
+    near_top = r <= to_size - 1 - r
+    return np.where(near_top, np.minimum(r, half), from_size - 1 - np.minimum(to_size - 1 - r, half))
+
+
+def resize_policy(model: nn.Module, variables: dict, size: int) -> tuple[nn.Module, dict]:
+    """A ResNet policy net (``make_model``'s ``bNcM``) moved to another board
+    size. The trunk and the head's 1x1 convolution are size-free; the dense
+    layer (points x 2 channels -> points + pass) is not (KataGo's heads are
+    size-free, ours have this one layer). Each point q of the new board
+    takes the logit of its image on the net's board, the point as far from
+    the same edges (``edge_map``), and the weight from each point p is the
+    one from the point at the same offset from that image (zero where that
+    lies off the board): the layer stays as local as it learned to be, the
+    corners and edges keep their own weights. The pass logit reads each
+    point's image. ValueError for other nets."""
+    if type(model) is not ResNetPolicy:
+        raise ValueError(f"only a ResNet policy net moves to another board size, not {type(model).__name__}")
+    n = model.size
+    kernel = np.asarray(variables["params"]["policy_dense"]["kernel"]).reshape(n, n, 2, n * n + 1)
+    bias = np.asarray(variables["params"]["policy_dense"]["bias"])
+    lines = edge_map(n, size)
+    r = np.arange(size)
+    # source line of p seen from q: q's image plus p - q, per axis [q, p]
+    src = lines[:, None] + r[None, :] - r[:, None]
+    on = (src >= 0) & (src < n)
+    src = np.clip(src, 0, n - 1)
+    q_img = (lines[:, None] * n + lines[None, :]).reshape(-1)
+    # new[pr, pc, ch, qr, qc] = kernel[src[qr, pr], src[qc, pc], ch, image(qr, qc)]
+    qr, qc = np.divmod(np.arange(size * size), size)
+    w = kernel[src[qr][:, :, None], src[qc][:, None, :], :, q_img[:, None, None]]  # [q, pr, pc, ch]
+    w = w * (on[qr][:, :, None] & on[qc][:, None, :])[..., None]
+    w = np.transpose(w, (1, 2, 3, 0)).reshape(size * size * 2, size * size)
+    pass_w = kernel[lines[:, None], lines[None, :], :, n * n].reshape(size * size * 2, 1)
+    params = {**variables["params"],
+              "policy_dense": {"kernel": np.concatenate([w, pass_w], axis=1).astype(kernel.dtype),
+                               "bias": np.concatenate([bias[q_img], bias[n * n:]])}}
+    return model.clone(size=size), {**variables, "params": params}
+
+
 def _dummy_input(model: nn.Module, batch: int = 1):
     return jnp.zeros((batch, model.size, model.size, model.num_planes), jnp.float32)
 
