@@ -61,8 +61,8 @@ SCORE_SCALE, SCORE_CENTER_ZERO_WEIGHT = 0.75, 0.2
 class ApvOutput(NamedTuple):
     action: int  # most-rollout-visited root move (flat, pass = size*size)
     visit_probs: np.ndarray  # float32 [A]: root rollout-visit distribution
-    root_value: float  # mixed root value, [-1, 1], the root player's view (win/loss: with a score
-    # utility, the final output reads the tree's wins and losses, node_wl, not its utilities)
+    root_value: float  # mixed root value, [-1, 1], the root player's view (with a score utility
+    # the tree's wins and losses, node_wl, not its utilities)
     tree: K.ApvTree
     simulations: int  # rollouts this search
     net_evals: int  # positions the network evaluated this search (root included)
@@ -457,15 +457,16 @@ class _Run:
         cand = np.flatnonzero((visits == best) & legal)
         action = int(cand[np.argmax(prior[cand])]) if cand.size else self.s.A - 1
         own, margin, stdev, n = np.zeros(self.s.A - 1), 0.0, 0.0, 0
-        value = float(K.node_q(tree, 0, self.lam))
+        # the tree's utilities hold a score term where the score utility is on: report its
+        # win/loss then, the sums the analysis lines read
+        score_on = self.cfg[K.C_SCORE_W] > 0.0
+        value = float(K.node_winrate(tree, 0, self.lam) if score_on else K.node_q(tree, 0, self.lam))
         if final:
             n = sum(lane.n_own for lane in self.lanes)
             if n:
                 own = sum(lane.own for lane in self.lanes) / n
                 margin, square, _ = sum(lane.margins for lane in self.lanes) / n
                 stdev = float(np.sqrt(max(square - margin * margin, 0.0)))
-            if self.cfg[K.C_SCORE_W] > 0.0:  # the tree's utilities hold a score term: report its win/loss,
-                value = float(K.node_winrate(tree, 0, self.lam))  # the same sums the analysis lines read
             if self.n_net_own:  # the ownership head's tree average beside the rollouts', by lambda
                 head = self.net_own / self.n_net_own
                 own = self.lam * head + (1.0 - self.lam) * own if n else head

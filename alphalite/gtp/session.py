@@ -11,10 +11,12 @@ warmed up when a size is first played, by the command that starts that game
 as KataGo loads its net in ``boardsize``); nets named
 on the command line are loaded and checked before the first command is
 read, and a wrong one stops the engine. A named net replaces the shipped
-ones of its board size only; a net only plays the size it was trained on;
-on a size with no net (or with ``--checkpoint none``) the engine plays
-rollout MCTS with a knowledge-free line prior (``players.line_prior``), or
-the apv search with its pattern policies alone, and says so once.
+ones of its board size only; a named net only plays the size it was
+trained on (the shipped 19x19 policy also plays 13x13, moved there by
+``nets.resize_policy``: ``checkpoint.DEFAULT_NETS``); on a size with no
+net (or with ``--checkpoint none``) the engine plays rollout MCTS with a
+knowledge-free line prior (``players.line_prior``), or the apv search
+with its pattern policies alone, and says so once.
 
 Only the standard library (and ``search.params``, plain dataclasses) is
 imported at module level, so ``name`` and ``protocol_version`` are answered
