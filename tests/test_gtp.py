@@ -376,8 +376,8 @@ def test_policy_engine_and_fallback(tmp_path):
         eng.close()
     log = (tmp_path / "stderr.txt").read_text()
     assert f"9x9 nets: policy {path}, value none" in log
-    assert log.count("no network plays 7x7 (nets: 9x9, 13x13, 19x19): policy engine using rollout MCTS with line "
-                     "priors") == 1
+    assert log.count("no network plays 7x7 (nets: 9x9, 11x11, 13x13, 15x15, 17x17, 19x19): policy engine using "
+                     "rollout MCTS with line priors") == 1
 
 
 def test_loadsgf_replays_to_a_move_number_and_refuses_what_it_cannot_load_whole(tmp_path):
@@ -595,8 +595,8 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
     assert f"19x19 nets: policy {shipped['policy19ag40b12']}, value {shipped['value19b12']}" in log, log
     assert f"13x13 nets: policy {shipped['policy19ag40b12']} (19x19, its policy head moved to 13x13), value none" \
         in log, log
-    assert log.count("no network plays 7x7 (nets: 9x9, 13x13, 19x19): apv engine searching with its pattern "
-                     "policies alone") == 1, log
+    assert log.count("no network plays 7x7 (nets: 9x9, 11x11, 13x13, 15x15, 17x17, 19x19): apv engine searching "
+                     "with its pattern policies alone") == 1, log
     assert re.search(r"B [A-HJ][1-9] winrate [0-9.]+ visits 400 ", log), log  # a value net's winrate
 
     out = _gtp_start(["--engine", "policy", "--checkpoint", "policy19", "--value-checkpoint", "value19"], tmp_path,
@@ -626,20 +626,27 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
     assert set(checkpoint.shipped_names()) >= set(checkpoint.POLICY_ALONE_NETS.values())
 
 
-def test_a_policy_net_plays_another_board_size_alone():
-    """``load_net(..., size=13)``: the 19x19 policy moved to 13x13 opens in
-    a corner; a value net beside it, or a net with a value head, is refused
-    in one line."""
+@pytest.mark.parametrize("n", [11, 13, 17])
+def test_a_policy_net_plays_another_board_size_alone(n):
+    """``load_net(..., size=n)``: the 19x19 policy moved to each size it
+    plays by default opens in a corner (11x11: on the 3-5 point)."""
     from alphalite.engine import players
     from alphalite.go import board
+
+    net = players.load_net("policy19ag40b12", None, "onnx", size=n)
+    assert net.size == n and net.resized_from == 19 and not net.has_value
+    p, v = net.evaluate(board.new_game(n, 7.5))
+    assert v is None and p.shape == (n * n + 1,) and abs(p.sum() - 1) < 1e-4
+    r, c = divmod(int(p.argmax()), n)
+    assert 2 <= min(r, n - 1 - r) <= 4 and 2 <= min(c, n - 1 - c) <= 4, (r, c)  # 3-3 to 5-5, not the centre
+
+
+def test_only_a_policy_net_alone_moves_to_another_size():
+    """A value net beside the moved policy, or a net with a value head, is
+    refused in one line; on its own size the net is not moved."""
+    from alphalite.engine import players
     from alphalite.nn import checkpoint
 
-    net = players.load_net("policy19ag40b12", None, "onnx", size=13)
-    assert net.size == 13 and net.resized_from == 19 and not net.has_value
-    p, v = net.evaluate(board.new_game(13, 7.5))
-    assert v is None and p.shape == (170,) and abs(p.sum() - 1) < 1e-4
-    r, c = divmod(int(p.argmax()), 13)
-    assert sorted((min(r, 12 - r), min(c, 12 - c))) in ([2, 2], [2, 3], [3, 3]), (r, c)  # 3-3, 3-4 or 4-4
     assert players.load_net("policy19ag40b12", None, "onnx", size=19).resized_from is None
     with pytest.raises(checkpoint.CheckpointError, match="only a policy net alone plays 13x13"):
         players.load_net("policy19ag40b12", "value19b12", "onnx", size=13)
@@ -662,19 +669,20 @@ def test_auto_nets_of_each_engine():
     def sh(name):
         return str(checkpoint.shipped(name))
 
-    ag40 = sh("policy19ag40b12")  # on 13x13 too, moved there alone
-    assert planned(engine="policy") == {9: (sh("az9"), None), 13: (ag40, None), 19: (ag40, None)}
+    ag40 = sh("policy19ag40b12")  # on 11x11 to 17x17 too, moved there alone
+    moved = {n: (ag40, None) for n in (11, 13, 15, 17)}
+    assert planned(engine="policy") == {9: (sh("az9"), None), **moved, 19: (ag40, None)}
     for engine in ("apv", "mcts"):
-        assert planned(engine=engine) == {9: (sh("az9"), None), 13: (ag40, None), 19: (ag40, sh("value19b12"))}
+        assert planned(engine=engine) == {9: (sh("az9"), None), **moved, 19: (ag40, sh("value19b12"))}
     assert checkpoint.read_model_info(checkpoint.shipped("policy19ag40b12"))["preset"] == "alphago40"
     # a named net replaces the shipped ones of its own size only (the others
     # kept their nets: a 9x9 net named left 19x19 to the pattern policies)
     s = gtp.Engine(EngineConfig(engine="apv", checkpoint="policy9", value_checkpoint=AUTO), log=lambda m: None,
                    warmup=False)
-    assert s._nets == {9: ("policy9", None), 13: (ag40, None), 19: (ag40, sh("value19b12"))}
+    assert s._nets == {9: ("policy9", None), **moved, 19: (ag40, sh("value19b12"))}
     s = Session()
     s.init_session(EngineConfig(engine="apv", checkpoint=AUTO, value_checkpoint=None), warmup=False)
-    assert s._nets == {9: (sh("az9"), None), 13: (ag40, None), 19: (ag40, None)}
+    assert s._nets == {9: (sh("az9"), None), **moved, 19: (ag40, None)}
 
 
 def test_package_data_holds_every_shipped_file():
