@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/pip install -q --no-deps -e .
 	$(BIN)/pip check
 	@echo "compiling the engine's kernels once (Numba's disk cache), so a GUI's first move starts warm"
-	for n in 9 11 13 15 17 19; do printf 'boardsize %s\nclear_board\n' $$n; done | $(BIN)/alphalite gtp > /dev/null
+	for n in $$($(BIN)/python -c 'from alphalite.nn.checkpoint import DEFAULT_NETS; print(*sorted(DEFAULT_NETS))'); do \
+	  printf 'boardsize %s\nclear_board\n' $$n; done | $(BIN)/alphalite gtp > /dev/null
 	printf 'boardsize 9\nclear_board\nboardsize 19\nclear_board\nquit\n' | $(BIN)/alphalite gtp --engine mcts > /dev/null
 	touch $(STAMP)
 

@@ -12,8 +12,8 @@ as KataGo loads its net in ``boardsize``); nets named
 on the command line are loaded and checked before the first command is
 read, and a wrong one stops the engine. A named net replaces the shipped
 ones of its board size only; a named net only plays the size it was
-trained on (the shipped 19x19 policy also plays 11x11, 13x13, 15x15 and 17x17, moved there by
-``nets.resize_policy``: ``checkpoint.DEFAULT_NETS``); on a size with no
+trained on (the shipped 19x19 policy also plays the other sizes
+``checkpoint.DEFAULT_NETS`` names, moved there by ``nets.resize_policy``); on a size with no
 net (or with ``--checkpoint none``) the engine plays rollout MCTS with a
 knowledge-free line prior (``players.line_prior``), or the apv search
 with its pattern policies alone, and says so once.
