@@ -376,7 +376,7 @@ def test_policy_engine_and_fallback(tmp_path):
         eng.close()
     log = (tmp_path / "stderr.txt").read_text()
     assert f"9x9 nets: policy {path}, value none" in log
-    assert log.count("no network plays 7x7 (nets: 9x9, 11x11, 13x13, 15x15, 17x17, 19x19): policy engine using "
+    assert log.count("no network plays 7x7 (nets: 9x9-19x19): policy engine using "
                      "rollout MCTS with line priors") == 1
 
 
@@ -595,7 +595,7 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
     assert f"19x19 nets: policy {shipped['policy19ag40b12']}, value {shipped['value19b12']}" in log, log
     assert f"13x13 nets: policy {shipped['policy19ag40b12']} (19x19, its policy head moved to 13x13), value none" \
         in log, log
-    assert log.count("no network plays 7x7 (nets: 9x9, 11x11, 13x13, 15x15, 17x17, 19x19): apv engine searching "
+    assert log.count("no network plays 7x7 (nets: 9x9-19x19): apv engine searching "
                      "with its pattern policies alone") == 1, log
     assert re.search(r"B [A-HJ][1-9] winrate [0-9.]+ visits 400 ", log), log  # a value net's winrate
 
@@ -627,7 +627,7 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("n, openings", [(11, ([2, 2], [2, 3], [3, 3], [2, 4])),  # 11x11: the 3-5 point too
-                                         (13, ([2, 2], [2, 3], [3, 3])), (17, ([2, 2], [2, 3], [3, 3]))])
+                                         *((n, ([2, 2], [2, 3], [3, 3])) for n in (10, 13, 16, 17))])
 def test_a_policy_net_plays_another_board_size_alone(n, openings):
     """``load_net(..., size=n)``: the 19x19 policy moved to each size it
     plays by default opens in a corner."""
@@ -655,6 +655,15 @@ def test_only_a_policy_net_alone_moves_to_another_size():
         players.load_net("az9", None, "onnx", size=13)
 
 
+def test_size_list_names_runs_of_sizes_as_ranges():
+    from alphalite.gtp.session import size_list
+
+    assert size_list(range(9, 20)) == "9x9-19x19"
+    assert size_list([19, 9, 13, 14, 15]) == "9x9, 13x13-15x15, 19x19"
+    assert size_list([9, 10]) == "9x9-10x10" and size_list([7]) == "7x7"
+    assert size_list({}) == "none (--checkpoint none)"
+
+
 def test_auto_nets_of_each_engine():
     """``--checkpoint auto``: the searches play ``DEFAULT_NETS``; the policy
     engine plays its 19x19 net alone (``POLICY_ALONE_NETS``: as measured,
@@ -670,8 +679,8 @@ def test_auto_nets_of_each_engine():
     def sh(name):
         return str(checkpoint.shipped(name))
 
-    ag40 = sh("policy19ag40b12")  # on 11x11 to 17x17 too, moved there alone
-    moved = {n: (ag40, None) for n in (11, 13, 15, 17)}
+    ag40 = sh("policy19ag40b12")  # on 10x10 to 18x18 too, moved there alone
+    moved = {n: (ag40, None) for n in range(10, 19)}
     assert planned(engine="policy") == {9: (sh("az9"), None), **moved, 19: (ag40, None)}
     for engine in ("apv", "mcts"):
         assert planned(engine=engine) == {9: (sh("az9"), None), **moved, 19: (ag40, sh("value19b12"))}

@@ -105,6 +105,19 @@ class EngineConfig:
                 raise ValueError(f"--{flag} must be {want}, got {got!r}")
 
 
+def size_list(sizes) -> str:
+    """Board sizes as a reader takes them in: runs of consecutive sizes as
+    one range ("9x9-19x19", "9x9, 13x13-15x15")."""
+    runs: list[list[int]] = []
+    for n in sorted(sizes):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}x{r[0]}" + (f"-{r[-1]}x{r[-1]}" if len(r) > 1 else "") for r in runs) \
+        or "none (--checkpoint none)"
+
+
 def _freeze_heap() -> None:
     """Leave the objects of start-up (JAX, ONNX Runtime, the nets: about
     250,000) out of the cyclic collector's full passes. A full pass over
@@ -421,14 +434,12 @@ class Session:
                     p = players.MctsPlayer(ev, net.params, visits=cfg.visits, search_params=cfg.search,
                                            prior_fn=net.priors, label="mcts")
             elif cfg.engine == "apv":
-                sizes = ", ".join(f"{n}x{n}" for n in sorted(self._nets)) or "none (--checkpoint none)"
-                self._say_once(f"{NAME}: no network plays {size}x{size} (nets: {sizes}): apv engine "
+                self._say_once(f"{NAME}: no network plays {size}x{size} (nets: {size_list(self._nets)}): apv engine "
                                "searching with its pattern policies alone")
                 p = self._apv_player(None)
             else:
-                sizes = ", ".join(f"{n}x{n}" for n in sorted(self._nets)) or "none (--checkpoint none)"
-                self._say_once(f"{NAME}: no network plays {size}x{size} (nets: {sizes}): {cfg.engine} engine "
-                               "using rollout MCTS with line priors")
+                self._say_once(f"{NAME}: no network plays {size}x{size} (nets: {size_list(self._nets)}): "
+                               f"{cfg.engine} engine using rollout MCTS with line priors")
                 from search.evaluators import rollout_evaluator
 
                 p = players.MctsPlayer(rollout_evaluator(players.line_prior_fn(size)), visits=cfg.visits,

@@ -44,10 +44,10 @@ SHIPPED = "alphalite.checkpoints"  # the package holding the shipped nets
 # search with this policy net's priors and this value net's leaf values
 # (None: a policy-value net, valued by its own head, or a policy net alone,
 # the rollouts valuing). A policy net of another board size is moved to
-# this one (``nets.resize_policy``): 11x11, 13x13, 15x15 and 17x17 (not 7x7:
-# 0-10 against the pattern policies alone) play the 19x19 policy so.
+# this one (``nets.resize_policy``): 10x10 to 18x18 (not 7x7: 0-10 against
+# the pattern policies alone) play the 19x19 policy so.
 DEFAULT_NETS: dict[int, tuple[str, str | None]] = {9: ("az9", None), 19: ("policy19ag40b12", "value19b12"),
-                                                   **{n: ("policy19ag40b12", None) for n in (11, 13, 15, 17)}}
+                                                   **{n: ("policy19ag40b12", None) for n in range(10, 19)}}
 # The policy engine plays a net alone, with no search and no value net to
 # resign by: as measured (19x19: the net without the previous moves in its
 # input, 59-1 against GNU Go level 10; docs/strength.md).
