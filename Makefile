@@ -2,6 +2,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+WARM := $(VENV)/.warm
 # Exact versions (with hashes) of the runtime and test dependencies: the
 # ones the suite was measured on. `make lock` refreshes it (README).
 LOCK := requirements.lock
@@ -21,13 +22,20 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/pip install -q --require-hashes -r $(LOCK)
 	$(BIN)/pip install -q --no-deps -e .
 	$(BIN)/pip check
-	@echo "compiling the engine's kernels once (Numba's disk cache), so a GUI's first move starts warm"
+	touch $(STAMP)
+
+# The engine made ready to play: its kernels compiled once (Numba's disk
+# cache) and each size's nets loaded and int8-calibrated (once per host),
+# so a GUI's first move starts warm. The demo trains its own nets and
+# skips this (the calibrations of every size: 3 of its 15 minutes).
+$(WARM): $(STAMP) alphalite/nn/checkpoint.py
+	@echo "compiling the engine's kernels and calibrating each board size's nets, so a GUI's first move starts warm"
 	for n in $$($(BIN)/python -c 'from alphalite.nn.checkpoint import DEFAULT_NETS; print(*sorted(DEFAULT_NETS))'); do \
 	  printf 'boardsize %s\nclear_board\n' $$n; done | $(BIN)/alphalite gtp > /dev/null
 	printf 'boardsize 9\nclear_board\nboardsize 19\nclear_board\nquit\n' | $(BIN)/alphalite gtp --engine mcts > /dev/null
-	touch $(STAMP)
+	touch $(WARM)
 
-install: $(STAMP)
+install: $(WARM)
 
 $(UV):
 	$(PY) -m pip install -q --target $(VENV)/uv uv==$(UV_VERSION)
@@ -92,7 +100,7 @@ sabaki-gtp:
 # once), then those marked serial alone (wall-time bounds, Ray's cores).
 # Both passes always run; either failing fails the target.
 TEST_WORKERS ?= 2
-test: $(STAMP) gnugo pachi sabaki-gtp
+test: $(WARM) gnugo pachi sabaki-gtp
 	rc=0; \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" tests || rc=1; \
 	$(BIN)/python -m pytest -q -m serial tests || rc=1; \
@@ -100,7 +108,7 @@ test: $(STAMP) gnugo pachi sabaki-gtp
 
 # While working: everything but the tests marked slow (under 2 minutes).
 # Other cuts: pytest -m "not gnugo", -m "not subprocess" (markers in pyproject.toml).
-test-fast: $(STAMP)
+test-fast: $(WARM)
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
 demo: $(STAMP)
