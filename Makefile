@@ -26,8 +26,8 @@ $(STAMP): pyproject.toml $(LOCK)
 
 # The engine made ready to play: its kernels compiled once (Numba's disk
 # cache) and each size's nets loaded and int8-calibrated (once per host),
-# so a GUI's first move starts warm. The demo trains its own nets and
-# skips this (the calibrations of every size: 3 of its 15 minutes).
+# so a GUI's first move starts warm. The demo plays only the nets it
+# trains and skips this: from a fresh clone it took 371 s of 15 minutes.
 $(WARM): $(STAMP) alphalite/nn/checkpoint.py
 	@echo "compiling the engine's kernels and calibrating each board size's nets, so a GUI's first move starts warm"
 	for n in $$($(BIN)/python -c 'from alphalite.nn.checkpoint import DEFAULT_NETS; print(*sorted(DEFAULT_NETS))'); do \
