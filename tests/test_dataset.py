@@ -229,6 +229,40 @@ def test_interrupt_keeps_finished_shards(tmp_path, monkeypatch, capsys):
     assert "its build was stopped" not in capsys.readouterr().err  # not said by the rebuild it asks for
 
 
+class _KillWhenFreed:
+    """A kill that lands while a finaliser runs, as it can while a tar
+    member's file object is freed: Python prints and drops what the
+    handler raises there."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_kill_a_finaliser_drops_still_stops_the_build(tmp_path, monkeypatch, capsys):
+    """Seen once under load: the kill's KeyboardInterrupt raised inside a
+    finaliser was printed and lost, and the build went on to the end (exit
+    0, every game). Now the loop raises it again: the build stops there."""
+    real = dataset.process_record
+    calls = {"n": 0}
+
+    def freed_while_killed(name, data, sizes):
+        calls["n"] += 1
+        if calls["n"] == 40:
+            _KillWhenFreed()  # freed at once: its __del__ runs the handler
+        return real(name, data, sizes)
+
+    monkeypatch.setattr(dataset, "process_record", freed_while_killed)
+    handler, hook = signal.getsignal(signal.SIGTERM), sys.unraisablehook
+    with pytest.raises(dataset.BuildInterrupted):
+        dataset.build([SAMPLE], tmp_path, jobs=1, shard_games=16, val_frac=0, test_frac=0, progress=False,
+                      batch_files=16)
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert not index["complete"] and 0 < index["summary"]["games"] < 200
+    assert calls["n"] < 64  # stopped at the next batch, not at the end
+    assert "KeyboardInterrupt" not in capsys.readouterr().err  # the dropped one is not printed
+    assert signal.getsignal(signal.SIGTERM) is handler and sys.unraisablehook is hook  # given back
+
+
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_kill_stops_a_build_as_ctrl_c_does(tmp_path):

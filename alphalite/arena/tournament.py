@@ -647,11 +647,11 @@ def run_tournament(t: Tournament, out: str | os.PathLike, *, jobs: int = 1, prog
     out.mkdir(parents=True, exist_ok=True)
     lock = _lock(out)
     # kill (SIGTERM) stops the arena as Ctrl-C does: the games in play are dropped and replayed on resume
-    undo = interrupt_on_sigterm()
+    on_term = interrupt_on_sigterm()
     try:
-        return _run(t, out, jobs=jobs, progress=progress, say=say)
+        return _run(t, out, jobs=jobs, progress=progress, say=say, check=on_term.check)
     finally:
-        undo()
+        on_term()
         lock.close()
 
 
@@ -668,7 +668,7 @@ def _lock(out: Path):
     return f
 
 
-def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
+def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say, check) -> dict:
     _check_settings(t, out)
     results_path = out / RESULTS
     _repair_tail(results_path)
@@ -720,6 +720,7 @@ def _run(t: Tournament, out: Path, *, jobs: int, progress: bool, say) -> dict:
     interrupted = False
     try:
         while todo or inflight:
+            check()  # a kill whose KeyboardInterrupt a finaliser dropped
             while todo and len(inflight) < max(jobs, 1):
                 gid, b, w, i, pair = todo.popleft()
                 if pair in stopped:

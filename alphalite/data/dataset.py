@@ -482,6 +482,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
     on_term = interrupt_on_sigterm()  # kill stops the build as Ctrl-C does
     try:
         for items, res in stream:
+            on_term.check()
             stop = False
             n_files += len(items)
             for name, kind, val in res:
@@ -507,6 +508,7 @@ def build(srcs, out, *, jobs: int = 0, sizes=(9, 13, 19), val_frac: float = 0.02
             bar.update(len(items))
             if stop:
                 break
+        on_term.check()
         complete = True
     except KeyboardInterrupt:
         pass  # what finished is written below, then BuildInterrupted says so

@@ -130,19 +130,54 @@ def _start_worker(initializer):
         initializer()
 
 
-def interrupt_on_sigterm():
-    """Until the returned undo is called, SIGTERM (``kill``, a service
+def interrupt_on_sigterm() -> "SigtermInterrupt":
+    """Until the returned guard is called, SIGTERM (``kill``, a service
     manager) raises KeyboardInterrupt in the main thread, so a job stops as
     on Ctrl-C instead of dying mid-write. Off the main thread (where no
     handler can be set) it does nothing."""
-    import signal
-    import threading
+    return SigtermInterrupt()
 
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
 
-    def interrupt(signum, frame):
+class SigtermInterrupt:
+    """The handler ``interrupt_on_sigterm`` installs; calling it restores the
+    previous one. The handler runs wherever the main thread is, and there
+    Python may drop what it raises: in a finaliser (a tar member's file
+    object closed as it is freed) the KeyboardInterrupt is only printed, and
+    the job went on to the end. ``check()``, called by the job's loop, raises
+    such a lost interrupt again; the print is left out (the job says it)."""
+
+    def __init__(self):
+        import signal
+        import sys
+        import threading
+
+        self.fired = False
+        self._installed = threading.current_thread() is threading.main_thread()
+        if not self._installed:
+            return
+        self._previous = signal.signal(signal.SIGTERM, self._interrupt)
+        self._hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
+
+    def _interrupt(self, signum, frame):
+        self.fired = True
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    def _unraisable(self, unraisable):
+        if not (self.fired and unraisable.exc_type is KeyboardInterrupt):
+            self._hook(unraisable)
+
+    def check(self) -> None:
+        if self.fired:
+            raise KeyboardInterrupt
+
+    def __call__(self) -> None:
+        import signal
+        import sys
+
+        if not self._installed:
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if self._previous is None else self._previous)
+        if sys.unraisablehook == self._unraisable:
+            sys.unraisablehook = self._hook
+        self._installed = False
