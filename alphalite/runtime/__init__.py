@@ -133,8 +133,9 @@ def _start_worker(initializer):
 def interrupt_on_sigterm() -> "SigtermInterrupt":
     """Until the returned guard is called, SIGTERM (``kill``, a service
     manager) raises KeyboardInterrupt in the main thread, so a job stops as
-    on Ctrl-C instead of dying mid-write. Off the main thread (where no
-    handler can be set) it does nothing."""
+    on Ctrl-C instead of dying mid-write; Ctrl-C itself, where Python's own
+    handler has it, goes through the same guard. Off the main thread (where
+    no handler can be set) it does nothing."""
     return SigtermInterrupt()
 
 
@@ -144,7 +145,10 @@ class SigtermInterrupt:
     Python may drop what it raises: in a finaliser (a tar member's file
     object closed as it is freed) the KeyboardInterrupt is only printed, and
     the job went on to the end. ``check()``, called by the job's loop, raises
-    such a lost interrupt again; the print is left out (the job says it)."""
+    such a lost interrupt again; the print is left out (the job says it).
+    Ctrl-C (SIGINT) is dropped the same way, so the guard takes it too,
+    unless someone set SIGINT aside (``nohup`` ignores it; a caller's own
+    handler stays)."""
 
     def __init__(self):
         import signal
@@ -156,6 +160,9 @@ class SigtermInterrupt:
         if not self._installed:
             return
         self._previous = signal.signal(signal.SIGTERM, self._interrupt)
+        self._sigint = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        if self._sigint:
+            signal.signal(signal.SIGINT, self._interrupt)
         self._hook = sys.unraisablehook
         sys.unraisablehook = self._unraisable
 
@@ -178,6 +185,8 @@ class SigtermInterrupt:
         if not self._installed:
             return
         signal.signal(signal.SIGTERM, signal.SIG_DFL if self._previous is None else self._previous)
+        if self._sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         if sys.unraisablehook == self._unraisable:
             sys.unraisablehook = self._hook
         self._installed = False
