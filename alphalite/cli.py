@@ -65,6 +65,7 @@ def _rl(args):
     from alphalite.runtime import config as config_lib
 
     base = json.loads(open(args.config).read()) if args.config else {}
+    _refuse_other_algo(args)
     if args.algo == "alphazero":
         from alphalite.zero import run as zero
         from search.params import SearchParams
@@ -84,6 +85,31 @@ def _rl(args):
         res["exported"] = str(rl.export_best(args.workdir, args.export))
     print(json.dumps(res, sort_keys=True))
     return 130 if res.get("stopped") == "interrupted" else 0
+
+
+def _refuse_other_algo(args) -> None:
+    """A flag only the other --algo reads is an error, not silently dropped
+    (an alphazero run given the reinforce --max-minutes once ran on)."""
+    import dataclasses
+
+    from alphalite.zero.run import ZeroConfig
+    from search.params import SearchParams
+    from selfplay.config import SelfPlayConfig
+    from selfplay.rl import RLConfig
+
+    from alphalite.runtime.config import flag_of
+
+    def flags(*classes):
+        return {f.name: flag_of(f) for c in classes for f in dataclasses.fields(c)}
+
+    zero, reinforce = flags(ZeroConfig, SelfPlayConfig, SearchParams), flags(RLConfig)
+    only = {"reinforce": {**{n: f for n, f in reinforce.items() if n not in zero}, "export": "--export"},
+            "alphazero": {**{n: f for n, f in zero.items() if n not in reinforce},
+                          "address": "--address", "num_cpus": "--num-cpus"}}
+    other = "reinforce" if args.algo == "alphazero" else "alphazero"
+    given = [f for n, f in only[other].items() if getattr(args, n, None) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only --algo {other} reads {'it' if len(given) == 1 else 'them'}")
 
 
 def _train_patterns(args):

@@ -216,6 +216,16 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     assert anchor["games"] == cfg.gate_games == anchor["wins"] + anchor["losses"] + anchor["draws"]
 
 
+def test_max_minutes_stops_the_run_after_the_stage_in_flight(tmp_path, local_ray):
+    work = tmp_path / "az"
+    res = train_alphazero(dataclasses.replace(TINY, iterations=3, max_minutes=1e-6), TINY_SP, SearchParams(),
+                          work, progress=False)
+    assert res["stopped"] == "time limit" and res["iteration"] == 0 and "saved" in res
+    assert [m["kind"] for m in Store(work).read_metrics()] == ["start", "selfplay"]
+    with pytest.raises(ValueError, match="--max-minutes"):
+        dataclasses.replace(TINY, max_minutes=-1.0)
+
+
 def test_a_replayed_round_plays_and_trains_only_what_is_missing(tmp_path, monkeypatch):
     """An actor's call run again (a Ray retry, a resumed round) plays only
     the games of its share not on disk, never one already there; the learner
@@ -290,3 +300,22 @@ def test_alphazero_flags_reach_their_own_config():
     assert config_lib.from_args(ZeroConfig, args).train_batch == 32
     assert config_lib.from_args(SearchParams, args) == SearchParams(batch_size=4, c_puct=2.0)
     assert config_lib.from_args(SelfPlayConfig, args).simulations == 8
+    # a flag both algorithms read reaches both; one only the other reads is refused, not dropped
+    args = cli.build_parser().parse_args(["rl", "--algo", "alphazero", "--workdir", "w", "--max-minutes", "75"])
+    assert config_lib.from_args(ZeroConfig, args).max_minutes == 75
+
+
+@pytest.mark.parametrize("algo,flags,named", [
+    ("alphazero", ["--eval-games", "8", "--export", "x"], "--eval-games, --export: only --algo reinforce"),
+    ("reinforce", ["--gate-games", "8"], "--gate-games: only --algo alphazero"),
+    ("reinforce", ["--batch", "4"], "--batch: only --algo alphazero"),
+])
+def test_a_flag_only_the_other_algo_reads_is_one_line_and_exit_2(tmp_path, capsys, algo, flags, named):
+    from alphalite import cli
+
+    # --games-per-iteration 0, refused by both configs, keeps a run that took the flag from starting
+    assert cli.main(["rl", "--algo", algo, "--workdir", str(tmp_path / "w"), "--games-per-iteration", "0",
+                     *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert named in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "w").exists()

@@ -34,7 +34,8 @@ restarts from its last checkpoint. A killed run rerun with the same command
 resumes from the store (iteration counter, best pointer, checkpoint,
 games). Ctrl-C or SIGTERM (``kill``; a job started with ``nohup ... &``
 ignores SIGINT) stops the run after the stage in flight and saves a
-checkpoint of the learner; a second one stops it at once.
+checkpoint of the learner; a second one stops it at once. ``max_minutes``
+stops it the same way once that time has passed.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class ZeroConfig:
     anchor_every: int = field(5, "every this many rounds the best net plays the start net (step 0) all gate_games "
                                  "games at gate_visits: its rating against a fixed opponent (0: never)")
     actors: int = field(0, "self-play actors; 0: the cores Ray has, less one for the learner (at least 1)")
+    max_minutes: float = field(0.0, "stop after the stage in flight once this many minutes have passed, and "
+                                    "save the learner (0 = no limit)")
     seed: int = field(0, "seed of the net's start, the games and the sampling")
 
     def __post_init__(self):
@@ -99,6 +102,7 @@ class ZeroConfig:
             ("learning_rate", finite(self.learning_rate) and self.learning_rate > 0, "> 0"),
             ("weight_decay", finite(self.weight_decay) and self.weight_decay >= 0, ">= 0"),
             ("value_weight", finite(self.value_weight) and self.value_weight >= 0, ">= 0"),
+            ("max_minutes", finite(self.max_minutes) and self.max_minutes >= 0, ">= 0 (0: no limit)"),
             ("seed", self.seed >= 0, ">= 0")))
         from alphalite.arena.ratings import Sprt
 
@@ -206,11 +210,16 @@ def gate_nets(new_net: str, best_net: str, size: int, cfg: dict, sp: dict, searc
     return {**res, "seconds": time.perf_counter() - t0}
 
 
+class OutOfTime(Exception):
+    """``max_minutes`` has passed: the run stops as at Ctrl-C, but by plan."""
+
+
 def check_resume(store: Store, saved: dict) -> None:
     path = store.root / "config.json"
     if path.exists():
         old = json.loads(path.read_text())
-        keep = {"zero": ("iterations", "games_per_iteration", "train_steps", "actors", "gate_games", "anchor_every")}
+        keep = {"zero": ("iterations", "games_per_iteration", "train_steps", "actors", "gate_games", "anchor_every",
+                         "max_minutes")}
         diffs = []
         for part, cls in (("zero", ZeroConfig), ("selfplay", SelfPlayConfig), ("search", SearchParams)):
             now = config_lib.from_dict(cls, saved[part])
@@ -287,6 +296,8 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
     def check():
         if stop.requested:
             raise KeyboardInterrupt
+        if cfg.max_minutes and time.perf_counter() - t_start > 60 * cfg.max_minutes:
+            raise OutOfTime
 
     try:
         best = ray.get(learner.start_net.remote())
@@ -333,8 +344,8 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
                 f"{tr.get('loss', float('nan')):.3f}, gate {g.get('score', float('nan')):.2f} over {g['games']} "
                 f"games -> {'accepted' if g['accepted'] else 'rejected'}")
             check()
-    except KeyboardInterrupt:
-        summary["stopped"] = "interrupted"
+    except (KeyboardInterrupt, OutOfTime) as e:
+        summary["stopped"] = "time limit" if isinstance(e, OutOfTime) else "interrupted"
         try:
             summary["saved"] = ray.get(learner.save.remote(), timeout=120)
         except Exception as e:  # noqa: BLE001 - Ctrl-C may have reached the workers too; report, do not hide
