@@ -51,18 +51,19 @@ def main(argv=None) -> int:
     from alphalite.nn import features, int8, nets, onnx_export
 
     try:
-        if args.no_torch:
-            raise ImportError
         import torch
     except ImportError:
         torch = None
+    skipped = "torch not installed (pip install torch==2.13.0, CPU build)" if torch is None else None
+    if args.no_torch:
+        torch, skipped = None, "--no-torch"
     planes = features.num_planes("default")
     n = args.size
     result = {"benchmark": "inference", "cpu": cpu_name(), "cpu_count": os.cpu_count(), "size": n,
               "jax": jax.__version__, "onnxruntime": onnxruntime.__version__,
               "torch": torch.__version__ if torch else None}
-    if torch is None:
-        result["torch_skipped"] = "torch not installed (pip install torch==2.13.0, CPU build)"
+    if skipped:
+        result["torch_skipped"] = skipped
     rng = np.random.default_rng(0)
     for preset in args.presets.split(","):
         model = nets.make_model(preset, n, planes)
