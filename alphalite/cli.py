@@ -92,12 +92,11 @@ def _refuse_other_algo(args) -> None:
     (an alphazero run given the reinforce --max-minutes once ran on)."""
     import dataclasses
 
+    from alphalite.runtime.config import flag_of
     from alphalite.zero.run import ZeroConfig
     from search.params import SearchParams
     from selfplay.config import SelfPlayConfig
     from selfplay.rl import RLConfig
-
-    from alphalite.runtime.config import flag_of
 
     def flags(*classes):
         return {f.name: flag_of(f) for c in classes for f in dataclasses.fields(c)}
