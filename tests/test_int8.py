@@ -66,8 +66,10 @@ def test_int8_policy_value_net_names_the_fp32_moves_and_is_cached(cache, monkeyp
     monkeypatch.setattr(int8, "self_play_planes", no_self_play)
     again = players.load_net("az9", None, "int8")
     assert again.protos == q8.protos and again.note == "cached"
-    # the same cache folder on a host whose int8 kernels differ (AVX2 without VNNI): checked there anew
-    monkeypatch.setattr(int8, "isa_tag", lambda: "x86_64 avx2")
+    # the same cache folder on a host whose int8 kernels differ (AVX2 without VNNI, or, seen from
+    # such a host, one with VNNI): checked there anew
+    other = "x86_64 avx2" if int8.isa_tag() != "x86_64 avx2" else "x86_64 avx2 avx512_vnni avx512bw"
+    monkeypatch.setattr(int8, "isa_tag", lambda: other)
     with pytest.raises(AssertionError, match="quantized again"):
         players.load_net("az9", None, "int8")
 
