@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from sl_train import _time_interleaved, torch_resnet
+from sl_train import _time_interleaved, import_torch, torch_resnet
 
 
 def cpu_name() -> str:
@@ -50,13 +50,7 @@ def main(argv=None) -> int:
 
     from alphalite.nn import features, int8, nets, onnx_export
 
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    skipped = "torch not installed (pip install torch==2.13.0, CPU build)" if torch is None else None
-    if args.no_torch:
-        torch, skipped = None, "--no-torch"
+    torch, skipped = import_torch(args.no_torch)
     planes = features.num_planes("default")
     n = args.size
     result = {"benchmark": "inference", "cpu": cpu_name(), "cpu_count": os.cpu_count(), "size": n,

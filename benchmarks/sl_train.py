@@ -120,6 +120,15 @@ def setup_jax(preset, size, planes, batch, lr=0.01, dtype="float32", conv="auto"
 # PyTorch (the same architecture)
 
 
+def import_torch(no_torch: bool):
+    """(torch, None), or (None, why it is skipped): not installed, or ``--no-torch``."""
+    try:
+        import torch
+    except ImportError:
+        return None, "torch not installed (pip install torch==2.13.0, CPU build)"
+    return (None, "--no-torch") if no_torch else (torch, None)
+
+
 def torch_resnet(blocks, channels, size, planes):
     import torch
     from torch import nn
@@ -247,14 +256,9 @@ def main(argv=None) -> int:
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
     }
-    try:
-        import torch
-    except ImportError:
-        torch = None
-        result["torch_skipped"] = "torch not installed (pip install torch==2.13.0, CPU build)"
-    if args.no_torch and torch is not None:
-        torch = None
-        result["torch_skipped"] = "--no-torch"
+    torch, skipped = import_torch(args.no_torch)
+    if skipped:
+        result["torch_skipped"] = skipped
     if torch is not None:
         result["torch"] = torch.__version__
         result["torch_threads"] = torch.get_num_threads()
