@@ -17,7 +17,7 @@ from alphalite.arena import netmatch
 from alphalite.nn import nets
 from alphalite.runtime import config as config_lib
 from alphalite.zero import learner
-from alphalite.zero.run import ZeroConfig, start_ray, train_alphazero
+from alphalite.zero.run import ZeroConfig, round_line, start_ray, train_alphazero
 from alphalite.zero.store import Store
 from search.multigame import MultiParams
 from search.params import SearchParams
@@ -319,3 +319,13 @@ def test_a_flag_only_the_other_algo_reads_is_one_line_and_exit_2(tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert named in err and len(err.splitlines()) == 1
     assert not (tmp_path / "w").exists()
+
+
+def test_the_round_line_names_a_gate_only_when_games_were_played():
+    tr = {"loss": 1.9104}
+    gated = {"games": 40, "score": 0.65, "accepted": True}
+    assert round_line(7, 400, 64, tr, gated) == "iteration 7/400: 64 games, loss 1.910, gate 0.65 over 40 games -> accepted"
+    assert round_line(8, 400, 64, tr, {**gated, "score": 0.3, "accepted": False}).endswith("gate 0.30 over 40 games -> rejected")
+    line = round_line(1, 400, 64, tr, {"games": 0, "accepted": True})  # --gate-games 0
+    assert line == "iteration 1/400: 64 games, loss 1.910, no gating -> accepted" and "nan" not in line
+    assert round_line(2, 400, 64, {}, {"games": 0, "accepted": False}).endswith("loss nan, no new net")

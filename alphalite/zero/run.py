@@ -260,6 +260,16 @@ def start_ray(address: str | None, num_cpus: int | None):
     return ray, True
 
 
+def round_line(it: int, iterations: int, games: int, tr: dict, g: dict) -> str:
+    """The progress line of a finished round; a round with no gating games
+    (``--gate-games 0``, or no new net) says so rather than "gate nan"."""
+    if g["games"]:
+        gate = f"gate {g['score']:.2f} over {g['games']} games -> {'accepted' if g['accepted'] else 'rejected'}"
+    else:
+        gate = "no gating -> accepted" if g["accepted"] else "no new net"
+    return f"iteration {it}/{iterations}: {games} games, loss {tr.get('loss', float('nan')):.3f}, {gate}"
+
+
 def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, workdir: str | os.PathLike, *,
                     address: str | None = None, num_cpus: int | None = None, progress: bool = True) -> dict:
     """Run (or resume) ``cfg.iterations`` rounds; returns a summary."""
@@ -340,9 +350,7 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
                                                  True))
                     store.log({"kind": "anchor", "iteration": it, "step": now["step"], **a})
             plots.plot_run(store.read_metrics(), store.plot_path)
-            say(f"iteration {it}/{cfg.iterations}: {sum(r['games'] for r in res)} games, loss "
-                f"{tr.get('loss', float('nan')):.3f}, gate {g.get('score', float('nan')):.2f} over {g['games']} "
-                f"games -> {'accepted' if g['accepted'] else 'rejected'}")
+            say(round_line(it, cfg.iterations, sum(r["games"] for r in res), tr, g))
             check()
     except (KeyboardInterrupt, OutOfTime) as e:
         summary["stopped"] = "time limit" if isinstance(e, OutOfTime) else "interrupted"
