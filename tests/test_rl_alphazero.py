@@ -324,8 +324,10 @@ def test_a_flag_only_the_other_algo_reads_is_one_line_and_exit_2(tmp_path, capsy
 def test_the_round_line_names_a_gate_only_when_games_were_played():
     tr = {"loss": 1.9104}
     gated = {"games": 40, "score": 0.65, "accepted": True}
-    assert round_line(7, 400, 64, tr, gated) == "iteration 7/400: 64 games, loss 1.910, gate 0.65 over 40 games -> accepted"
-    assert round_line(8, 400, 64, tr, {**gated, "score": 0.3, "accepted": False}).endswith("gate 0.30 over 40 games -> rejected")
+    line = round_line(7, 400, 64, tr, gated)
+    assert line == "iteration 7/400: 64 games, loss 1.910, gate 0.65 over 40 games -> accepted"
+    rejected = {**gated, "score": 0.3, "accepted": False}
+    assert round_line(8, 400, 64, tr, rejected).endswith("gate 0.30 over 40 games -> rejected")
     line = round_line(1, 400, 64, tr, {"games": 0, "accepted": True})  # --gate-games 0
     assert line == "iteration 1/400: 64 games, loss 1.910, no gating -> accepted" and "nan" not in line
     assert round_line(2, 400, 64, {}, {"games": 0, "accepted": False}).endswith("loss nan, no new net")
