@@ -203,17 +203,20 @@ def test_run_survives_a_killed_actor_and_resumes(tmp_path, local_ray):
     assert json.loads((work / "state.json").read_text()) == {"iteration": 1}
     assert store.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # redrawn after the iteration
 
-    # the same command with more iterations resumes: counter, checkpoint, games on disk
+    # the same command with more iterations resumes: counter, checkpoint, games on disk; gating may be
+    # switched off on a rerun, and the anchor match still rates the run with its own game count
     before = {p.name for p in store.game_paths()}
-    res = train_alphazero(dataclasses.replace(cfg, iterations=2), sp, SearchParams(), work, progress=False)
+    res = train_alphazero(dataclasses.replace(cfg, iterations=2, gate_games=0, anchor_games=3), sp, SearchParams(),
+                          work, progress=False)
     assert res["start_iteration"] == 1 and res["iteration"] == 2
     after = {p.name for p in store.game_paths()}
     assert before < after and len(after) == n1 + cfg.games_per_iteration
     trains = [m for m in store.read_metrics() if m["kind"] == "train"]
     assert [m["step"] for m in trains] == [cfg.train_steps, 2 * cfg.train_steps]
-    anchor = store.read_metrics()[-1]  # iteration 2: the best net against the start, every game played
-    assert anchor["kind"] == "anchor" and anchor["iteration"] == 2 and anchor["step"] > 0
-    assert anchor["games"] == cfg.gate_games == anchor["wins"] + anchor["losses"] + anchor["draws"]
+    gate, anchor = store.read_metrics()[-2:]  # iteration 2: the best net against the start, every game played
+    assert gate["kind"] == "gate" and gate["games"] == 0 and gate["accepted"] is True
+    assert anchor["kind"] == "anchor" and anchor["iteration"] == 2 and anchor["step"] == 2 * cfg.train_steps
+    assert anchor["games"] == 3 == anchor["wins"] + anchor["losses"] + anchor["draws"]
 
 
 def test_max_minutes_stops_the_run_after_the_stage_in_flight(tmp_path, local_ray):

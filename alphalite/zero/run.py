@@ -77,8 +77,9 @@ class ZeroConfig:
     gate_visits: int = field(16, "search visits a move in gating games")
     gate_sprt: str = field("elo0=0,elo1=35,alpha=0.05,beta=0.05", "SPRT of the gating")
     gate_threshold: float = field(0.55, "undecided SPRT: accept at this score or better")
-    anchor_every: int = field(5, "every this many rounds the best net plays the start net (step 0) all gate_games "
-                                 "games at gate_visits: its rating against a fixed opponent (0: never)")
+    anchor_every: int = field(5, "every this many rounds the best net plays the start net (step 0) all "
+                                 "anchor_games games at gate_visits: its rating against a fixed opponent (0: never)")
+    anchor_games: int = field(0, "games of each anchor match (0: gate_games; set it to rate a run without gating)")
     actors: int = field(0, "self-play actors; 0: the cores Ray has, less one for the learner (at least 1)")
     max_minutes: float = field(0.0, "stop after the stage in flight once this many minutes have passed, and "
                                     "save the learner (0 = no limit)")
@@ -98,6 +99,7 @@ class ZeroConfig:
             ("gate_visits", self.gate_visits >= 1, ">= 1"),
             ("gate_threshold", 0.0 <= self.gate_threshold <= 1.0, "in [0, 1]"),
             ("anchor_every", self.anchor_every >= 0, ">= 0 (0: never)"),
+            ("anchor_games", self.anchor_games >= 0, ">= 0 (0: gate_games)"),
             ("actors", self.actors >= 0, ">= 0 (0: the cores Ray has)"),
             ("learning_rate", finite(self.learning_rate) and self.learning_rate > 0, "> 0"),
             ("weight_decay", finite(self.weight_decay) and self.weight_decay >= 0, ">= 0"),
@@ -186,8 +188,8 @@ class LearnerActor:
 def gate_nets(new_net: str, best_net: str, size: int, cfg: dict, sp: dict, search: dict, seed: int,
               rating: bool = False) -> dict:
     """The gating task: the new net against the best (``netmatch.gate``).
-    With ``rating``, all ``gate_games`` are played and nothing is accepted
-    (the anchor match of the best net against the start)."""
+    With ``rating``, all ``anchor_games`` (else ``gate_games``) are played
+    and nothing is accepted (the anchor match of the best net against the start)."""
     _setup_worker()
     from alphalite.arena import netmatch
     from alphalite.arena.ratings import Sprt
@@ -197,13 +199,14 @@ def gate_nets(new_net: str, best_net: str, size: int, cfg: dict, sp: dict, searc
     c = config_lib.from_dict(ZeroConfig, cfg)
     spc = config_lib.from_dict(SelfPlayConfig, sp)
     t0 = time.perf_counter()
-    batch = min(8, c.gate_games)
+    games = (c.anchor_games or c.gate_games) if rating else c.gate_games
+    batch = min(8, games)
     nets = [pv_net(*load_net(d), pad_to=batch) for d in (new_net, best_net)]
     params = dataclasses.replace(spc, simulations=c.gate_visits).search_params(
         size, config_lib.from_dict(SearchParams, search))
     res = netmatch.gate(*nets[0], *nets[1], size=size, komi=spc.komi, search=params,
                         sprt=None if rating else Sprt.parse(c.gate_sprt),
-                        max_games=c.gate_games, batch=batch, seed=seed, threshold=c.gate_threshold,
+                        max_games=games, batch=batch, seed=seed, threshold=c.gate_threshold,
                         max_moves=spc.max_moves or None, preset=spc.preset)
     if rating:
         res = {k: res[k] for k in ("wins", "losses", "draws", "games", "score")}
@@ -219,7 +222,7 @@ def check_resume(store: Store, saved: dict) -> None:
     if path.exists():
         old = json.loads(path.read_text())
         keep = {"zero": ("iterations", "games_per_iteration", "train_steps", "actors", "gate_games", "anchor_every",
-                         "max_minutes")}
+                         "anchor_games", "max_minutes")}
         diffs = []
         for part, cls in (("zero", ZeroConfig), ("selfplay", SelfPlayConfig), ("search", SearchParams)):
             now = config_lib.from_dict(cls, saved[part])
@@ -341,7 +344,8 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
             it += 1
             store.set_iteration(it)
             start = store.start_net()
-            if cfg.anchor_every > 0 and cfg.gate_games > 0 and it % cfg.anchor_every == 0 and start:
+            if cfg.anchor_every > 0 and (cfg.anchor_games or cfg.gate_games) > 0 and it % cfg.anchor_every == 0 \
+                    and start:
                 now = store.best()
                 if now["net"] != start:
                     # seed by anchor count: its parity (the odd game's colour, netmatch.gate) alternates
