@@ -4,6 +4,7 @@ killed with SIGKILL mid-run loses no finished record; a rerun resumes."""
 
 import dataclasses
 import json
+import logging
 import os
 import signal
 import threading
@@ -37,11 +38,18 @@ def local_ray():
 
     pytest.importorskip("ray")
     jnp.ones(1).block_until_ready()  # a live JAX backend: its at-fork hook now warns on every fork
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ray, started = start_ray(None, 2)
+    logged = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: logged.append(record.getMessage())
+    logging.getLogger("ray").addHandler(handler)  # Ray's loggers do not propagate to the root
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ray, started = start_ray(None, 2)
+    finally:
+        logging.getLogger("ray").removeHandler(handler)
     assert started
-    yield ray, [str(w.message) for w in caught]
+    yield ray, [str(w.message) for w in caught] + logged
     ray.shutdown()
 
 
@@ -49,6 +57,12 @@ def test_starting_ray_after_jax_raises_no_fork_warning(local_ray):
     # Ray forks only to exec its processes at once: JAX's deadlock warning does not apply and
     # must not alarm the user (it did in `make demo`).
     assert not [m for m in local_ray[1] if "os.fork()" in m]
+
+
+def test_starting_a_local_ray_logs_no_token_auth_warning(local_ray):
+    # The cluster we start keeps Ray's token auth; only the warning that it is on is gone.
+    assert not [m for m in local_ray[1] if "Token authentication" in m]
+    assert local_ray[0].is_initialized()
 
 
 def test_self_play_search_params_come_from_search_params():

@@ -259,7 +259,15 @@ def start_ray(address: str | None, num_cpus: int | None):
         if address:
             ray.init(address=address, **kw)
         else:
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kw)
+            # A cluster we start gets Ray's default token auth; its WARNING saying so (and how
+            # to opt out) alarmed every run's first line and changed nothing.
+            auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
+            level = auth.level
+            auth.setLevel(logging.ERROR)
+            try:
+                ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **kw)
+            finally:
+                auth.setLevel(level)
     return ray, True
 
 
