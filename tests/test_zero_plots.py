@@ -72,6 +72,30 @@ def test_rl_plot_redraws_a_run(tmp_path, capsys):
     assert sorted(p.name for p in (run / "plots").iterdir()) == ["zero.png"]  # nothing half-written left
 
 
+def _drawn(records, tmp_path, monkeypatch):
+    """The figure plot_run draws of ``records``: (gate panel's texts, rating panel's legend labels)."""
+    import matplotlib.pyplot as plt
+
+    figs = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: figs.append(fig) or close(fig))
+    plots.plot_run(records, tmp_path / "zero.png")
+    (fig,) = figs
+    _, ax_gate, ax_elo = fig.axes
+    legend = ax_elo.get_legend()
+    return [t.get_text() for t in ax_gate.texts], [t.get_text() for t in legend.get_texts()] if legend else []
+
+
+def test_a_run_without_gating_says_so_and_draws_no_gate_chain(tmp_path, monkeypatch):
+    texts, labels = _drawn(RECORDS, tmp_path, monkeypatch)
+    assert texts == [] and "chain of accepted gates (reads high)" in labels
+    ungated = [dict(r, games=0, wins=0, draws=0, losses=0, accepted=True) if r["kind"] == "gate" else r
+               for r in RECORDS]
+    texts, labels = _drawn(ungated, tmp_path, monkeypatch)
+    assert texts == ["no gating games:\nevery new net accepted"]
+    assert labels == ["best net vs the start"]  # the anchor match, no flat chain beside it
+
+
 def test_rl_plot_of_a_folder_without_metrics_is_one_line(tmp_path, capsys):
     from alphalite import cli
 

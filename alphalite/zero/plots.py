@@ -112,10 +112,14 @@ def plot_run(records: list[dict], path: str | os.PathLike) -> Path:
                 title="gating (95% interval)")
     if gates:
         ax_gate.legend()
+    elif any(r.get("kind") == "gate" for r in records):  # --gate-games 0: AlphaZero's way
+        ax_gate.text(0.5, 0.75, "no gating games:\nevery new net accepted", ha="center", va="center",
+                     transform=ax_gate.transAxes)
 
     chain = rating_chain(records)
-    ax_elo.step([c["iteration"] for c in chain], [c["elo"] for c in chain], where="post", color="grey", ls="--",
-                lw=1, label="chain of accepted gates (reads high)")
+    if gates:  # without gating games the chain is a flat line that measured nothing
+        ax_elo.step([c["iteration"] for c in chain], [c["elo"] for c in chain], where="post", color="grey",
+                    ls="--", lw=1, label="chain of accepted gates (reads high)")
     anchors = anchor_elo(records)
     if anchors:
         a = anchors[-1]
@@ -127,7 +131,8 @@ def plot_run(records: list[dict], path: str | os.PathLike) -> Path:
         title = f"best net (step {chain[-1]['step']}): no anchor match yet"
     ax_elo.axhline(0, color="grey", lw=0.8)
     ax_elo.set(xlabel="iteration", ylabel="Elo over the start net (95% interval)", title=title)
-    ax_elo.legend(fontsize=8)
+    if gates or anchors:
+        ax_elo.legend(fontsize=8)
     for ax in (ax_loss, ax_gate, ax_elo):
         ax.grid(alpha=0.3)
     fig.tight_layout()
