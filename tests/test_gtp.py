@@ -618,7 +618,7 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
     assert (checkpoint.resolve("value19sp") / "model.json").is_file()
     (tmp_path / "value19sp").mkdir()
     assert checkpoint.resolve("value19sp") == Path("value19sp")
-    with pytest.raises(checkpoint.CheckpointError, match=r"value8 is neither a path nor a shipped net \(az9, az9d, policy19, "):
+    with pytest.raises(checkpoint.CheckpointError, match=r"value8 is neither a path nor a shipped net \(az9, az9d, az9g, policy19, "):
         checkpoint.resolve("value8")
     info, model, _ = checkpoint.load_model("rl9", "policy", 9)
     assert info["board_size"] == 9 and model.size == 9
