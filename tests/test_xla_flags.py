@@ -1,7 +1,7 @@
 """Process settings made by alphalite.runtime.setup() (and not by importing
 our modules, which only stamp Numba's cache): YNNPACK off through XLA_FLAGS
 (jaxlib 0.10), the user's own setting kept, JAX still starts; glibc malloc
-tuned. Worker pools that never fork a process with JAX loaded."""
+tuned; NumPy's huge-page advice off outside training. Worker pools that never fork a process with JAX loaded."""
 
 import os
 import platform
@@ -113,6 +113,39 @@ def test_a_training_process_gets_one_malloc_arena():
         assert out.returncode == 0, out.stderr[-2000:]
         heaps[role] = int(out.stdout.strip())
     assert heaps["train"] == 1 and heaps["other"] == min(os.cpu_count(), 5), heaps
+
+
+HUGEPAGE_PROBE = """
+import sys
+from alphalite import runtime
+done = runtime.setup(training=sys.argv[1] == "train") if sys.argv[1] != "none" else {"hugepages_off": False}
+try:
+    from numpy._core.multiarray import _set_madvise_hugepage
+except ImportError:
+    from numpy.core.multiarray import _set_madvise_hugepage
+print(done["hugepages_off"], _set_madvise_hugepage(True))  # the setting in force (the call returns it)
+"""
+
+
+def _hugepage_run(role, **env_extra):
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    env.update(env_extra)
+    out = subprocess.run([sys.executable, "-c", HUGEPAGE_PROBE, role], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
+@pytest.mark.subprocess
+def test_numpy_huge_pages_off_outside_training():
+    """NumPy's MADV_HUGEPAGE made the search's tree doubling wait up to
+    0.5 s for the kernel's compaction, past the move's deadline: setup()
+    turns it off, except in a training process and where the user set
+    NUMPY_MADVISE_HUGEPAGE, which keep NumPy's own choice."""
+    numpy_default = _hugepage_run("none")[1]
+    assert _hugepage_run("other") == ["True", "False"]
+    assert _hugepage_run("train") == ["False", numpy_default]
+    assert _hugepage_run("other", NUMPY_MADVISE_HUGEPAGE="1") == ["False", "True"]
 
 
 POOL_PROBE = """

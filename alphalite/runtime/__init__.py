@@ -5,8 +5,8 @@ Importing alphalite, or any module of it, changes nothing in the process
 but Numba's cache stamps (below). ``setup()`` does, once: the entry points
 (the ``alphalite`` command, ``run_sl.py``, ``run_rl.py``, the benchmarks,
 the tests' conftest) call it before JAX or a Numba kernel starts. Code
-that imports our modules without calling it gets JAX's and glibc's
-defaults; Numba's cache stamps come with the first kernel module imported
+that imports our modules without calling it gets JAX's, glibc's and
+NumPy's defaults; Numba's cache stamps come with the first kernel module imported
 (``alphalite.runtime.kernels``)."""
 
 from __future__ import annotations
@@ -92,6 +92,27 @@ def tune_malloc(training: bool = False) -> bool:
     return all(mallopt(param, value) == 1 for param, value in malloc_settings(training))
 
 
+# NumPy asks the kernel for transparent huge pages (madvise) on every array
+# of 4 MB or more. Where the kernel defragments on such a fault (defrag
+# "madvise", as on our hosts) the fault may wait for compaction: the search's
+# tree doubling (9x9, 6,000 to 12,000 nodes, 44 MB) took 0.1-0.52 s in a
+# long-lived engine instead of at most 0.04 s, under the search's lock and
+# past its deadline (moves of 1.13 s at a 0.75 s budget; with them off the
+# longest of 464 was 0.78 s), and the apv search ran 1.1-1.6x more visits/s
+# without them (2-core AMD EPYC Zen 3). Left on for a training process
+# (not measured there) and where the user set NUMPY_MADVISE_HUGEPAGE.
+def hugepages_off(training: bool) -> bool:
+    """NumPy's huge-page advice off (see above); True if turned off."""
+    if training or "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+        return False
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:  # NumPy 1.x
+        from numpy.core.multiarray import _set_madvise_hugepage
+    _set_madvise_hugepage(False)
+    return True
+
+
 _DONE: dict = {}
 
 
@@ -100,10 +121,12 @@ def setup(training: bool = False) -> dict:
     return its result): XLA flags (before JAX's CPU backend starts: a
     process that already started it keeps its flags), malloc tuning (one
     arena for a ``training`` process, see above), and the Numba cache
-    locator (before the first cached kernel). Returns what was done:
-    {"ynn_disabled", "malloc_tuned", "training", "numba_locator"}."""
+    locator (before the first cached kernel), NumPy's huge pages off
+    (not for ``training``). Returns what was done: {"ynn_disabled",
+    "malloc_tuned", "hugepages_off", "training", "numba_locator"}."""
     if not _DONE:
-        _DONE.update(ynn_disabled=ynn_off(), malloc_tuned=tune_malloc(training), training=training,
+        _DONE.update(ynn_disabled=ynn_off(), malloc_tuned=tune_malloc(training),
+                     hugepages_off=hugepages_off(training), training=training,
                      numba_locator=numba_cache.install())
     return dict(_DONE)
 
