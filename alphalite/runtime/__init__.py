@@ -94,12 +94,13 @@ def tune_malloc(training: bool = False) -> bool:
 
 # NumPy asks the kernel for transparent huge pages (madvise) on every array
 # of 4 MB or more. Where the kernel defragments on such a fault (defrag
-# "madvise", as on our hosts) the fault may wait for compaction: the search's
+# "madvise", as on our Zen 3 host) the fault may wait for compaction: the search's
 # tree doubling (9x9, 6,000 to 12,000 nodes, 44 MB) took 0.1-0.52 s in a
 # long-lived engine instead of at most 0.04 s, under the search's lock and
 # past its deadline (moves of 1.13 s at a 0.75 s budget; with them off the
-# longest of 464 was 0.78 s), and the apv search ran 1.1-1.6x more visits/s
-# without them (2-core AMD EPYC Zen 3). Left on for a training process
+# longest of 376 was 0.76 s), and the apv search lost no speed without them
+# (visits/s off/on, 8 pairs: median 1.3 on 9x9, 1.1 on 19x19; 2-core AMD
+# EPYC Zen 3). Left on for a training process
 # (not measured there) and where the user set NUMPY_MADVISE_HUGEPAGE.
 def hugepages_off(training: bool) -> bool:
     """NumPy's huge-page advice off (see above); True if turned off."""
