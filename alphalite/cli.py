@@ -200,12 +200,12 @@ def _add_gtp_arguments(p) -> None:
                    help="policy net: a shipped net's name (policy9, policy19, rl9, rl19), an exported model folder "
                         "or a run folder (a path that exists wins); or a policy-value net (AlphaZero's: its folder, "
                         "or an AlphaZero run folder for its best.json net), valued by its own head; auto: the "
-                        "shipped net of the board size in play (9x9: the policy-value net az9h, 19x19: policy19ag40b12, "
+                        "shipped net of the board size in play (9x9: the policy-value net az9i, 19x19: policy19ag40b12, "
                         "alone for --engine policy; other sizes rollout MCTS); none: rollout MCTS only")
     p.add_argument("--value-checkpoint", default="auto",
                    help="value net, the same forms (value9, value19, value19sp): mcts mixes it with rollouts by "
                         "--lambda; policy reports its winrate and resigns by it; auto: with --checkpoint auto the "
-                        "shipped one (19x19: value19b12; 9x9's az9h has its own head), else none (a policy-value net: "
+                        "shipped one (19x19: value19b12; 9x9's az9i has its own head), else none (a policy-value net: "
                         "its own head; naming a value net beside one is an error)")
     p.add_argument("--visits", type=int, default=None,
                    help="mcts visits per move, a cap with or without a clock (default: 400 without a clock; "

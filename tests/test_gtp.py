@@ -590,8 +590,8 @@ def test_no_arguments_plays_the_shipped_nets_of_each_size(tmp_path):
         eng.close()
     assert eng.proc.returncode == 0
     log = (tmp_path / "stderr.txt").read_text()
-    shipped = {n: checkpoint.shipped(n) for n in ("az9h", "policy19ag40b12", "value19b12")}
-    assert f"9x9 nets: policy {shipped['az9h']}, value its own head (policy-value net)" in log, log
+    shipped = {n: checkpoint.shipped(n) for n in ("az9i", "policy19ag40b12", "value19b12")}
+    assert f"9x9 nets: policy {shipped['az9i']}, value its own head (policy-value net)" in log, log
     assert f"19x19 nets: policy {shipped['policy19ag40b12']}, value {shipped['value19b12']}" in log, log
     assert f"13x13 nets: policy {shipped['policy19ag40b12']} (19x19, its policy head moved to 13x13), value none" \
         in log, log
@@ -618,7 +618,7 @@ def test_checkpoint_names_and_paths(tmp_path, monkeypatch):
     assert (checkpoint.resolve("value19sp") / "model.json").is_file()
     (tmp_path / "value19sp").mkdir()
     assert checkpoint.resolve("value19sp") == Path("value19sp")
-    with pytest.raises(checkpoint.CheckpointError, match=r"value8 is neither a path nor a shipped net \(az9, az9d, az9g, az9h, policy19, "):
+    with pytest.raises(checkpoint.CheckpointError, match=r"value8 is neither a path nor a shipped net \(az9, az9d, az9g, az9h, az9i, policy19, "):
         checkpoint.resolve("value8")
     info, model, _ = checkpoint.load_model("rl9", "policy", 9)
     assert info["board_size"] == 9 and model.size == 9
@@ -667,7 +667,7 @@ def test_size_list_names_runs_of_sizes_as_ranges():
 def test_auto_nets_of_each_engine():
     """``--checkpoint auto``: the searches play ``DEFAULT_NETS``; the policy
     engine plays its 19x19 net alone (``POLICY_ALONE_NETS``: as measured,
-    no value net to resign by) and 9x9's az9h like the others. Planned, not loaded."""
+    no value net to resign by) and 9x9's az9i like the others. Planned, not loaded."""
     from alphalite.gtp.session import AUTO, EngineConfig, Session
     from alphalite.nn import checkpoint
 
@@ -681,9 +681,9 @@ def test_auto_nets_of_each_engine():
 
     ag40 = sh("policy19ag40b12")  # on 10x10 to 18x18 too, moved there alone
     moved = {n: (ag40, None) for n in range(10, 19)}
-    assert planned(engine="policy") == {9: (sh("az9h"), None), **moved, 19: (ag40, None)}
+    assert planned(engine="policy") == {9: (sh("az9i"), None), **moved, 19: (ag40, None)}
     for engine in ("apv", "mcts"):
-        assert planned(engine=engine) == {9: (sh("az9h"), None), **moved, 19: (ag40, sh("value19b12"))}
+        assert planned(engine=engine) == {9: (sh("az9i"), None), **moved, 19: (ag40, sh("value19b12"))}
     assert checkpoint.read_model_info(checkpoint.shipped("policy19ag40b12"))["preset"] == "alphago40"
     # a named net replaces the shipped ones of its own size only (the others
     # kept their nets: a 9x9 net named left 19x19 to the pattern policies)
@@ -692,7 +692,7 @@ def test_auto_nets_of_each_engine():
     assert s._nets == {9: ("policy9", None), **moved, 19: (ag40, sh("value19b12"))}
     s = Session()
     s.init_session(EngineConfig(engine="apv", checkpoint=AUTO, value_checkpoint=None), warmup=False)
-    assert s._nets == {9: (sh("az9h"), None), **moved, 19: (ag40, None)}
+    assert s._nets == {9: (sh("az9i"), None), **moved, 19: (ag40, None)}
 
 
 def test_package_data_holds_every_shipped_file():
@@ -1318,7 +1318,7 @@ def test_sabaki_gtp_drives_the_engine(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     log = "\n".join(out["stderr"])
-    assert re.search(r"9x9 nets: policy \S*az9h, value its own head", log), log
+    assert re.search(r"9x9 nets: policy \S*az9i, value its own head", log), log
     assert "Traceback" not in log and "internal error" not in log, log
 
     assert out["name"] == {"error": False, "id": 1, "content": "alphalite"}

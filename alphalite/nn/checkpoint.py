@@ -46,7 +46,7 @@ SHIPPED = "alphalite.checkpoints"  # the package holding the shipped nets
 # the rollouts valuing). A policy net of another board size is moved to
 # this one (``nets.resize_policy``): 10x10 to 18x18 (not 7x7: 0-10 against
 # the pattern policies alone) play the 19x19 policy so.
-DEFAULT_NETS: dict[int, tuple[str, str | None]] = {9: ("az9h", None), 19: ("policy19ag40b12", "value19b12"),
+DEFAULT_NETS: dict[int, tuple[str, str | None]] = {9: ("az9i", None), 19: ("policy19ag40b12", "value19b12"),
                                                    **{n: ("policy19ag40b12", None) for n in range(10, 19)}}
 # The policy engine plays a net alone, with no search and no value net to
 # resign by: as measured (19x19: the net without the previous moves in its
