@@ -1,7 +1,8 @@
 """Process settings made by alphalite.runtime.setup() (and not by importing
 our modules, which only stamp Numba's cache): YNNPACK off through XLA_FLAGS
 (jaxlib 0.10), the user's own setting kept, JAX still starts; glibc malloc
-tuned; NumPy's huge-page advice off outside training. Worker pools that never fork a process with JAX loaded."""
+tuned; NumPy's huge-page advice off outside training. Worker pools that
+never fork a process with JAX loaded."""
 
 import os
 import platform
@@ -54,12 +55,19 @@ print(tuned, mapped, mallinfo2().arena, sep="|")
 """
 
 
-def _malloc_run(**env_extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "ALPHALITE_MALLOC"}
+def _probe(code, *args, drop=lambda k: False, **env_extra) -> str:
+    """``code`` run in a fresh interpreter with ``args``, the variables
+    ``drop`` names left out of its environment and ``env_extra`` added: its stdout."""
+    env = {k: v for k, v in os.environ.items() if not drop(k)}
     env.update(env_extra)
-    out = subprocess.run([sys.executable, "-c", MALLOC_PROBE], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    tuned, mapped, kept = out.stdout.strip().split("|")
+    return out.stdout
+
+
+def _malloc_run(**env_extra):
+    out = _probe(MALLOC_PROBE, drop=lambda k: k.startswith("MALLOC_") or k == "ALPHALITE_MALLOC", **env_extra)
+    tuned, mapped, kept = out.strip().split("|")
     return tuned == "True", int(mapped), int(kept)
 
 
@@ -128,12 +136,7 @@ print(done["hugepages_off"], _set_madvise_hugepage(True))  # the setting in forc
 
 
 def _hugepage_run(role, **env_extra):
-    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
-    env.update(env_extra)
-    out = subprocess.run([sys.executable, "-c", HUGEPAGE_PROBE, role], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout.split()
+    return _probe(HUGEPAGE_PROBE, role, drop=lambda k: k == "NUMPY_MADVISE_HUGEPAGE", **env_extra).split()
 
 
 @pytest.mark.subprocess

@@ -6,8 +6,8 @@ but Numba's cache stamps (below). ``setup()`` does, once: the entry points
 (the ``alphalite`` command, ``run_sl.py``, ``run_rl.py``, the benchmarks,
 the tests' conftest) call it before JAX or a Numba kernel starts. Code
 that imports our modules without calling it gets JAX's, glibc's and
-NumPy's defaults; Numba's cache stamps come with the first kernel module imported
-(``alphalite.runtime.kernels``)."""
+NumPy's defaults; Numba's cache stamps come with the first kernel module
+imported (``alphalite.runtime.kernels``)."""
 
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def tune_malloc(training: bool = False) -> bool:
 # past its deadline (moves of 1.13 s at a 0.75 s budget; with them off the
 # longest of 376 was 0.76 s), and the apv search lost no speed without them
 # (visits/s off/on, 8 pairs: median 1.3 on 9x9, 1.1 on 19x19; 2-core AMD
-# EPYC Zen 3). Left on for a training process
-# (not measured there) and where the user set NUMPY_MADVISE_HUGEPAGE.
+# EPYC Zen 3). Left on for a training process (not measured there) and
+# where the user set NUMPY_MADVISE_HUGEPAGE.
 def hugepages_off(training: bool) -> bool:
     """NumPy's huge-page advice off (see above); True if turned off."""
     if training or "NUMPY_MADVISE_HUGEPAGE" in os.environ:
