@@ -86,6 +86,40 @@ def test_init_copies_shipped_arrays_where_shapes_match():
                                   pol["params"]["policy_dense"]["kernel"])
 
 
+def test_grow_keeps_the_function(tmp_path):
+    """``grow``: a b1c8_aux net grown into b3c12_aux computes the same logits,
+    value, ownership and score (eval and train mode), its new channels
+    carry fresh weights to learn with, and a net cannot shrink."""
+    import jax
+
+    small = learner.build_model(learner.model_info("b1c8_aux", 5, "default"))
+    src, _ = learner.initial_variables(small, 3, "", "")
+    src = jax.tree_util.tree_map(np.asarray, src)
+    # a trained net's batch norms are not the identity: make them not so here
+    src["batch_stats"]["trunk"]["stem_bn"]["mean"] = np.linspace(-0.5, 0.5, 8, dtype=np.float32)
+    src["params"]["trunk"]["block0"]["BatchNorm_1"]["scale"] = np.full(8, 0.7, np.float32)
+    learner.ckpt.export_model(tmp_path / "small", src, {**learner.model_info("b1c8_aux", 5, "default"), "step": 0})
+    big = learner.build_model(learner.model_info("b3c12_aux", 5, "default"))
+    grown, done = learner.initial_variables(big, 0, str(tmp_path / "small"), "", grow=True)
+    assert any("block2: identity" in d for d in done)
+    x = (np.random.default_rng(0).random((6, 5, 5, 17)) < 0.4).astype(np.float32)
+    a_logits, a = small.apply(src, x, train=False, aux=True)
+    b_logits, b = big.apply(grown, x, train=False, aux=True)
+    np.testing.assert_allclose(b_logits, a_logits, atol=1e-4)
+    for key in ("value", "ownership", "score"):
+        np.testing.assert_allclose(b[key], a[key], atol=1e-4)
+    (ta, _), _ = small.apply(src, x, train=True, aux=True, mutable=["batch_stats"])
+    (tb, _), _ = big.apply(grown, x, train=True, aux=True, mutable=["batch_stats"])
+    np.testing.assert_allclose(tb, ta, atol=1e-4)
+    stem = grown["params"]["trunk"]["stem"]["kernel"]
+    assert np.abs(stem[..., 8:]).sum() > 0  # new channels are fed by the old inputs
+    assert not grown["params"]["trunk"]["block0"]["Conv_0"]["kernel"][:, :, 8:, :8].any()  # and feed nothing old
+    with pytest.raises(ValueError, match="cannot grow"):
+        learner.grow_into(learner.initial_variables(small, 0, "", "")[0], grown)
+    with pytest.raises(ValueError, match="--grow must be used with --init"):
+        ZeroConfig(init="az9i", grow=True)
+
+
 def test_positions_replay_the_record(tmp_path):
     model = learner.build_model(learner.model_info("b1c8", 5, "default"))
     variables, _ = learner.initial_variables(model, 0, "", "")

@@ -20,7 +20,11 @@ Start (``init``): a fresh net, or a shipped policy net (``policy9``) whose
 arrays are copied wherever name and shape match the policy-value net (the
 trunk and the policy head when the model is the same ``bNcM``), plus the
 value head of ``init_value`` (``value9``) where shapes match; what was
-copied is listed in the checkpoint's meta and the run's metrics.
+copied is listed in the checkpoint's meta and the run's metrics. With
+``grow``, ``init`` is a smaller policy-value net of the same kind (fewer
+blocks or channels) grown into the model so that it computes the same
+function (Net2Net's idea, Chen et al. 2016): the net keeps what it learnt
+and the run trains the new capacity from there.
 """
 
 from __future__ import annotations
@@ -100,13 +104,64 @@ def copy_matching(dst: dict, src: dict, prefix: str = "", only=None) -> list[str
     return done
 
 
-def initial_variables(model, seed: int, init: str, init_value: str) -> tuple[dict, list[str]]:
+def grow_into(dst: dict, src: dict) -> list[str]:
+    """Copy the variables ``src`` of a policy-value net into the fresh ``dst``
+    of a wider or deeper one of the same kind so that ``dst`` computes the
+    same outputs: in each conv kernel the old [.., C_in, C_out] block is put
+    in place and the new input channels get zero weights into the old
+    outputs (they feed nothing old; the old inputs feed them through the
+    fresh random weights, so they learn), new channels' batch norms stay
+    fresh, and each new residual block starts as the identity (its second
+    batch norm's scale and bias 0: relu(x + 0) = x for x >= 0). Returns the
+    grown paths; ValueError where a shape cannot be grown."""
+    done = []
+
+    def graft(d: dict, s: dict, prefix: str):
+        for k, v in s.items():
+            path = prefix + k
+            if k not in d:
+                raise ValueError(f"cannot grow {path}: the larger net has no such array")
+            if isinstance(v, dict):
+                graft(d[k], v, path + "/")
+                continue
+            v, new = np.asarray(v), np.array(d[k])
+            if v.shape == new.shape:
+                new = v.astype(new.dtype)
+            elif v.ndim == new.ndim == 4 and v.shape[:2] == new.shape[:2] and v.shape[2] <= new.shape[2] \
+                    and v.shape[3] <= new.shape[3]:
+                ci, co = v.shape[2:]
+                new[:, :, ci:, :co] = 0.0
+                new[:, :, :ci, :co] = v
+            elif v.ndim == new.ndim == 1 and v.shape[0] < new.shape[0]:
+                new[:v.shape[0]] = v
+            else:
+                raise ValueError(f"cannot grow {path}: {v.shape} into {new.shape}")
+            d[k] = new
+            done.append(path)
+
+    for c in src:
+        graft(dst[c], src[c], f"{c}/")
+    old = set(src["params"]["trunk"])
+    for k, block in dst["params"]["trunk"].items():
+        if k.startswith("block") and k not in old:
+            bn = block["BatchNorm_1"]
+            bn["scale"], bn["bias"] = np.zeros_like(bn["scale"]), np.zeros_like(bn["bias"])
+            done.append(f"params/trunk/{k}: identity")
+    return done
+
+
+def initial_variables(model, seed: int, init: str, init_value: str, grow: bool = False) -> tuple[dict, list[str]]:
     import jax
 
     from alphalite.nn import nets
 
     variables = jax.tree_util.tree_map(np.asarray, nets.init_variables(model, jax.random.PRNGKey(seed)))
     variables = {c: dict(v) for c, v in variables.items()}
+    if grow:
+        if not init or init_value:
+            raise ValueError("grow: needs --init (the smaller net) and no --init-value")
+        _, src = ckpt.load_variables(ckpt.resolve(init))
+        return variables, [f"{init}:{p}" for p in grow_into(variables, src)]
     copied = []
     for ref, heads in ((init, None), (init_value, ("value_conv", "value_bn", "value_hidden", "value_out"))):
         if ref:
@@ -124,7 +179,7 @@ class Learner:
 
     def __init__(self, workdir, *, model: str, size: int, preset: str, init: str, init_value: str,
                  learning_rate: float, weight_decay: float, batch_size: int, value_weight: float,
-                 window_games: int, seed: int = 0):
+                 window_games: int, seed: int = 0, grow: bool = False):
         import jax
         import optax
 
@@ -138,7 +193,7 @@ class Learner:
         self.gen = np.random.default_rng(seed)
         self.cache: dict[str, tuple] = {}
         tx = loop.with_clipping(optax.adamw(learning_rate, weight_decay=weight_decay), loop.GRAD_CLIP)
-        variables, self.copied = initial_variables(self.model, seed, init, init_value)
+        variables, self.copied = initial_variables(self.model, seed, init, init_value, grow)
         self.state = loop.new_state(self.model, tx, variables)
         self.mgr = ckpt.manager(self.store.ckpt, max_to_keep=3)
         got = ckpt.restore(self.mgr, jax.tree_util.tree_map(np.asarray, self.state))

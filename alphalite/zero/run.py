@@ -65,6 +65,8 @@ class ZeroConfig:
     init: str = field("policy9", "start from this policy net's arrays where names and shapes match "
                                  "(trunk + policy head); empty: a fresh net")
     init_value: str = field("value9", "and from this value net's value head where shapes match; empty: none")
+    grow: bool = field(False, "init is a smaller policy-value net of this kind (fewer blocks or channels): grow "
+                              "it into --model computing the same function (needs --init-value '')")
     iterations: int = field(20, "rounds of self-play, training and gating (a rerun continues the count)")
     games_per_iteration: int = field(32, "self-play games a round, shared among the actors")
     train_steps: int = field(200, "learner steps a round; a checkpoint after each round")
@@ -105,7 +107,9 @@ class ZeroConfig:
             ("weight_decay", finite(self.weight_decay) and self.weight_decay >= 0, ">= 0"),
             ("value_weight", finite(self.value_weight) and self.value_weight >= 0, ">= 0"),
             ("max_minutes", finite(self.max_minutes) and self.max_minutes >= 0, ">= 0 (0: no limit)"),
-            ("seed", self.seed >= 0, ">= 0")))
+            ("seed", self.seed >= 0, ">= 0"),
+            ("grow", not self.grow or bool(self.init and not self.init_value),
+             "used with --init (the smaller net) and --init-value ''")))
         from alphalite.arena.ratings import Sprt
 
         try:
@@ -161,7 +165,8 @@ class LearnerActor:
 
         c = config_lib.from_dict(ZeroConfig, cfg)
         self.learner = Learner(workdir, model=c.model, size=c.size, preset=preset, init=c.init,
-                               init_value=c.init_value, learning_rate=c.learning_rate, weight_decay=c.weight_decay,
+                               init_value=c.init_value, grow=c.grow, learning_rate=c.learning_rate,
+                               weight_decay=c.weight_decay,
                                batch_size=c.train_batch, value_weight=c.value_weight, window_games=c.window_games,
                                seed=c.seed)
 
