@@ -95,9 +95,12 @@ def test_grow_keeps_the_function(tmp_path):
     small = learner.build_model(learner.model_info("b1c8_aux", 5, "default"))
     src, _ = learner.initial_variables(small, 3, "", "")
     src = jax.tree_util.tree_map(np.asarray, src)
-    # a trained net's batch norms are not the identity: make them not so here
-    src["batch_stats"]["trunk"]["stem_bn"]["mean"] = np.linspace(-0.5, 0.5, 8, dtype=np.float32)
-    src["params"]["trunk"]["block0"]["BatchNorm_1"]["scale"] = np.full(8, 0.7, np.float32)
+    # a trained net's batch norms are not fresh: every scale, bias, mean and variance drawn at random here
+    rng = np.random.default_rng(1)
+    src = jax.tree_util.tree_map_with_path(
+        lambda p, v: (rng.uniform(0.5, 1.5, v.shape) if "var" in jax.tree_util.keystr(p) or "scale" in
+                      jax.tree_util.keystr(p) else rng.normal(0, 0.3, v.shape)).astype(np.float32)
+        if v.ndim == 1 else v, src)
     learner.ckpt.export_model(tmp_path / "small", src, {**learner.model_info("b1c8_aux", 5, "default"), "step": 0})
     big = learner.build_model(learner.model_info("b3c12_aux", 5, "default"))
     grown, done = learner.initial_variables(big, 0, str(tmp_path / "small"), "", grow=True)
@@ -108,14 +111,19 @@ def test_grow_keeps_the_function(tmp_path):
     np.testing.assert_allclose(b_logits, a_logits, atol=1e-4)
     for key in ("value", "ownership", "score"):
         np.testing.assert_allclose(b[key], a[key], atol=1e-4)
-    (ta, _), _ = small.apply(src, x, train=True, aux=True, mutable=["batch_stats"])
-    (tb, _), _ = big.apply(grown, x, train=True, aux=True, mutable=["batch_stats"])
+    (ta, a), _ = small.apply(src, x, train=True, aux=True, mutable=["batch_stats"])
+    (tb, b), _ = big.apply(grown, x, train=True, aux=True, mutable=["batch_stats"])
     np.testing.assert_allclose(tb, ta, atol=1e-4)
+    for key in ("value", "ownership", "score"):
+        np.testing.assert_allclose(b[key], a[key], atol=1e-4)
     stem = grown["params"]["trunk"]["stem"]["kernel"]
     assert np.abs(stem[..., 8:]).sum() > 0  # new channels are fed by the old inputs
     assert not grown["params"]["trunk"]["block0"]["Conv_0"]["kernel"][:, :, 8:, :8].any()  # and feed nothing old
     with pytest.raises(ValueError, match="cannot grow"):
         learner.grow_into(learner.initial_variables(small, 0, "", "")[0], grown)
+    other = learner.build_model(learner.model_info("b3c12_aux", 5, "clark7"))  # other input planes
+    with pytest.raises(ValueError, match="same kind, board size and preset"):
+        learner.initial_variables(other, 0, str(tmp_path / "small"), "", grow=True)
     with pytest.raises(ValueError, match="--grow must be used with --init"):
         ZeroConfig(init="az9i", grow=True)
 

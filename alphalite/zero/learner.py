@@ -160,7 +160,14 @@ def initial_variables(model, seed: int, init: str, init_value: str, grow: bool =
     if grow:
         if not init or init_value:
             raise ValueError("grow: needs --init (the smaller net) and no --init-value")
-        _, src = ckpt.load_variables(ckpt.resolve(init))
+        info, src = ckpt.load_variables(ckpt.resolve(init))
+        have = (info.get("kind"), info.get("board_size"), features.num_planes(info.get("preset", "default")),
+                str(info.get("model", "")).endswith("_aux_pv"))
+        want = ("policy_value", model.size, model.num_planes, bool(model.aux_heads))
+        if have != want:
+            raise ValueError(f"cannot grow {init}: a {info.get('model')} {info.get('kind')} net for "
+                             f"{info.get('board_size')}x{info.get('board_size')} with {have[2]} input planes; "
+                             f"--grow needs a smaller net of the same kind, board size and preset")
         return variables, [f"{init}:{p}" for p in grow_into(variables, src)]
     copied = []
     for ref, heads in ((init, None), (init_value, ("value_conv", "value_bn", "value_hidden", "value_out"))):
