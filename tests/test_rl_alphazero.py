@@ -124,6 +124,10 @@ def test_grow_keeps_the_function(tmp_path):
     other = learner.build_model(learner.model_info("b3c12_aux", 5, "clark7"))  # other input planes
     with pytest.raises(ValueError, match="same kind, board size and preset"):
         learner.initial_variables(other, 0, str(tmp_path / "small"), "", grow=True)
+    with pytest.raises(ValueError, match="cannot grow"):  # the run refuses before it starts Ray
+        train_alphazero(ZeroConfig(size=5, model="b3c12", init=str(tmp_path / "small"), init_value="", grow=True),
+                        TINY_SP, SearchParams(), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="--grow must be used with --init"):
         ZeroConfig(init="az9i", grow=True)
 

@@ -292,6 +292,11 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
     store = Store(workdir)
     saved = {"zero": config_lib.to_dict(cfg), "selfplay": config_lib.to_dict(sp), "search": config_lib.to_dict(search)}
     check_resume(store, saved)
+    if cfg.grow and store.best() is None:  # refused here, in one line, not inside the learner actor
+        from alphalite.nn import features
+        from alphalite.zero.learner import grow_source
+
+        grow_source(cfg.init, cfg.size, features.num_planes(sp.preset), cfg.model.endswith("_aux"))
     store.make()
     from alphalite.runtime import files
 
