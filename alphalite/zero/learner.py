@@ -150,18 +150,18 @@ def grow_into(dst: dict, src: dict) -> list[str]:
     return done
 
 
-def grow_source(init: str, size: int, num_planes: int, aux: bool) -> dict:
-    """The variables of ``init`` to grow into a policy-value net for ``size``
-    with ``num_planes`` input planes (``aux``: with ownership and score
-    heads); ValueError naming what differs otherwise."""
-    info, src = ckpt.load_variables(ckpt.resolve(init))
-    have = (info.get("kind"), info.get("board_size"), features.num_planes(info.get("preset", "default")),
-            str(info.get("model", "")).endswith("_aux_pv"))
+def check_grow_source(init: str, size: int, num_planes: int, aux: bool) -> None:
+    """ValueError unless ``init`` (its model.json alone) is a policy-value net
+    for ``size`` with ``num_planes`` input planes (``aux``: with ownership and
+    score heads), one that can grow into such a net."""
+    info = ckpt.read_model_info(ckpt.find_model_dir(init))
+    kind = ckpt.net_kind(info)
+    have = (kind, info["board_size"], features.num_planes(info.get("preset", "default")),
+            info["model"].endswith("_aux_pv"))
     if have != ("policy_value", size, num_planes, aux):
-        raise ValueError(f"cannot grow {init}: a {info.get('model')} {info.get('kind')} net for "
-                         f"{info.get('board_size')}x{info.get('board_size')} with {have[2]} input planes; "
+        raise ValueError(f"cannot grow {init}: a {info['model']} {kind} net for "
+                         f"{info['board_size']}x{info['board_size']} with {have[2]} input planes; "
                          f"--grow needs a smaller net of the same kind, board size and preset")
-    return src
 
 
 def initial_variables(model, seed: int, init: str, init_value: str, grow: bool = False) -> tuple[dict, list[str]]:
@@ -174,7 +174,8 @@ def initial_variables(model, seed: int, init: str, init_value: str, grow: bool =
     if grow:
         if not init or init_value:
             raise ValueError("grow: needs --init (the smaller net) and no --init-value")
-        src = grow_source(init, model.size, model.num_planes, bool(model.aux_heads))
+        check_grow_source(init, model.size, model.num_planes, bool(model.aux_heads))
+        _, src = ckpt.load_variables(ckpt.resolve(init))
         return variables, [f"{init}:{p}" for p in grow_into(variables, src)]
     copied = []
     for ref, heads in ((init, None), (init_value, ("value_conv", "value_bn", "value_hidden", "value_out"))):

@@ -294,9 +294,9 @@ def train_alphazero(cfg: ZeroConfig, sp: SelfPlayConfig, search: SearchParams, w
     check_resume(store, saved)
     if cfg.grow and store.best() is None:  # refused here, in one line, not inside the learner actor
         from alphalite.nn import features
-        from alphalite.zero.learner import grow_source
+        from alphalite.zero.learner import check_grow_source
 
-        grow_source(cfg.init, cfg.size, features.num_planes(sp.preset), cfg.model.endswith("_aux"))
+        check_grow_source(cfg.init, cfg.size, features.num_planes(sp.preset), cfg.model.endswith("_aux"))
     store.make()
     from alphalite.runtime import files
 
